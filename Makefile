@@ -1,0 +1,33 @@
+# The two Quick start commands (see README.md) and the pieces they are made of.
+# Each creates its own virtual environment on first use.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint venv clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml requirements/ci.txt
+	python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements/ci.txt -e '.[runner,dev]'
+	touch $(STAMP)
+
+## demo: run the bundled example suite through the batched runner and print its summary
+demo: $(STAMP)
+	$(PY) -m cpci test --pyargs cpci.suites.example -p no:cacheprovider -ra \
+		--cpci-results artifacts/demo-results.jsonl
+
+## lint: ruff check, ruff format --check and mypy --strict, as CI runs them
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+## test: lint, then every test
+test: lint
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) artifacts .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,108 @@
+"""Turning collected pytest items into configs and batches, without running any test body.
+
+A config is a test item marked `@pytest.mark.cpci(world_size=N)`. Configs are grouped by world
+size and backend (in collection order) and chunked into batches; each batch runs in one world.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from cpci.schema import JSONScalar
+
+MARKER = "cpci"
+MARKER_HELP = (
+    "cpci(world_size=N, timeout=SECONDS, backend=NAME): run this test on every rank of an "
+    "N-process torch.distributed world, batched with other configs of the same world size"
+)
+_MARKER_KEYS = {"world_size", "timeout", "backend"}
+
+
+class PlanningError(ValueError):
+    """One config cannot be planned; it fails alone with this message."""
+
+
+@dataclass(frozen=True)
+class ConfigSpec:
+    """What the parent knows of one config: enough to schedule and report it."""
+
+    nodeid: str
+    path: str
+    world_size: int
+    backend: str
+    timeout: float
+    params: dict[str, JSONScalar] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Configs that share one world: same world size, same backend."""
+
+    index: int
+    world_size: int
+    backend: str
+    configs: tuple[ConfigSpec, ...]
+
+
+def spec_for(item: pytest.Item, *, default_timeout: float, backend: str) -> ConfigSpec | None:
+    """The config for a marked item, None for an unmarked one; PlanningError if the mark is bad."""
+    mark = item.get_closest_marker(MARKER)
+    if mark is None:
+        return None
+    kwargs: dict[str, Any] = dict(mark.kwargs)
+    if mark.args:
+        if len(mark.args) > 1 or "world_size" in kwargs:
+            raise PlanningError(f"cpci marker takes world_size once, got args {mark.args!r}")
+        kwargs["world_size"] = mark.args[0]
+    unknown = set(kwargs) - _MARKER_KEYS
+    if unknown:
+        raise PlanningError(
+            f"cpci marker got unknown argument(s) {sorted(unknown)}; it takes {sorted(_MARKER_KEYS)}"
+        )
+    world_size = kwargs.get("world_size")
+    if not isinstance(world_size, int) or isinstance(world_size, bool) or world_size < 1:
+        raise PlanningError(
+            f"cpci marker needs world_size=<int >= 1>, got {world_size!r}: "
+            "write @pytest.mark.cpci(world_size=2)"
+        )
+    timeout = kwargs.get("timeout", default_timeout)
+    if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0:
+        raise PlanningError(f"cpci marker timeout must be seconds > 0, got {timeout!r}")
+    chosen_backend = kwargs.get("backend", backend)
+    if chosen_backend not in ("auto", "gloo", "nccl"):
+        raise PlanningError(f"cpci marker backend must be gloo or nccl, got {chosen_backend!r}")
+    return ConfigSpec(
+        nodeid=item.nodeid,
+        path=str(item.path),
+        world_size=world_size,
+        backend=chosen_backend,
+        timeout=float(timeout),
+        params=_params(item),
+    )
+
+
+def _params(item: pytest.Item) -> dict[str, JSONScalar]:
+    callspec = getattr(item, "callspec", None)
+    if callspec is None:
+        return {}
+    out: dict[str, JSONScalar] = {}
+    for name, value in callspec.params.items():
+        is_scalar = value is None or isinstance(value, (str, int, float, bool))
+        out[name] = value if is_scalar else repr(value)
+    return out
+
+
+def make_batches(specs: list[ConfigSpec], batch_size: int) -> list[Batch]:
+    """Group by (world size, backend) in first-seen order, then chunk each group."""
+    groups: dict[tuple[int, str], list[ConfigSpec]] = {}
+    for spec in specs:
+        groups.setdefault((spec.world_size, spec.backend), []).append(spec)
+    batches: list[Batch] = []
+    for (world_size, backend), members in groups.items():
+        for start in range(0, len(members), batch_size):
+            chunk = tuple(members[start : start + batch_size])
+            batches.append(Batch(len(batches), world_size, backend, chunk))
+    return batches

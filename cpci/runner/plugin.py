@@ -1,0 +1,112 @@
+"""cpci's pytest hooks. Behaviour lives in the modules these hooks call.
+
+Loaded through the `pytest11` entry point. In the parent pytest process the hooks plan, schedule
+and report; inside a rank (see `cpci.runner.worker`) only the marker and the fixture matter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+
+import pytest
+
+from cpci.runner.dist import DistContext
+from cpci.runner.planning import MARKER_HELP
+from cpci.runner.rank_plugin import DIST_CONTEXT, RankPlugin
+from cpci.runner.reporting import FLAKY_ATTR
+from cpci.runner.session import BatchedSession
+from cpci.runner.settings import add_options, resolve
+
+SESSION = pytest.StashKey[BatchedSession]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_options(parser)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", MARKER_HELP)
+    if any(isinstance(p, RankPlugin) for p in config.pluginmanager.get_plugins()):
+        return  # inside a rank: the parent already planned everything
+    config.stash[SESSION] = BatchedSession(config, resolve(config))
+
+
+def _session(config: pytest.Config) -> BatchedSession | None:
+    return config.stash.get(SESSION, None)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    session = _session(config)
+    if session is not None:
+        session.plan(items)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> bool | None:
+    batched = _session(session.config)
+    if batched is None or session.config.option.collectonly:
+        return None
+    if batched.settings.plan_only:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        for line in batched.plan_lines():
+            reporter.write_line(line) if reporter is not None else print(line)
+        return True
+    batched.start()
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item) -> bool | None:
+    session = _session(item.config)
+    if session is None or not session.owns(item):
+        return None
+    session.report(item)
+    return True
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    # Only tests that run in this process get here: the unmarked ones.
+    report = yield
+    session = _session(item.config)
+    if session is not None:
+        session.record_plain(report)
+    return report
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_report_teststatus(report: pytest.TestReport) -> tuple[str, str, str] | None:
+    if getattr(report, FLAKY_ATTR, False) and report.when == "call":
+        return "flaky", "K", "FLAKY"
+    return None
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    session = _session(config)
+    if session is None or session.settings.plan_only:
+        return
+    lines = session.summary_lines()
+    if lines:
+        terminalreporter.section("cpci")
+        for line in lines:
+            terminalreporter.write_line(line)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    batched = _session(session.config)
+    if batched is not None:
+        batched.finish()
+
+
+@pytest.fixture
+def cpci_dist(request: pytest.FixtureRequest) -> DistContext:
+    """The rank's view of its world (rank, world_size, device, new_group, record_metric).
+
+    Only available in tests marked `@pytest.mark.cpci(world_size=N)`, which run on every rank.
+    """
+    context = request.config.stash.get(DIST_CONTEXT, None)
+    if context is None:
+        pytest.fail("cpci_dist needs @pytest.mark.cpci(world_size=N) on the test", pytrace=False)
+    return context

@@ -1,0 +1,60 @@
+"""Counters for a batched run, the live progress line and the closing summary."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+
+@dataclass
+class RunStats:
+    """Updated by the scheduler threads, read by the main thread; guarded by one lock."""
+
+    total: int
+    started_at: float = field(default_factory=time.monotonic)
+    done: int = 0
+    failed: int = 0
+    worlds: int = 0
+    respawns: int = 0
+    init_s: float = 0.0
+    test_s: float = 0.0
+    crashed: list[str] = field(default_factory=list)
+    timed_out: list[str] = field(default_factory=list)
+    flaky: list[str] = field(default_factory=list)
+    order_dependent: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def progress_line(self) -> str:
+        with self.lock:
+            elapsed = time.monotonic() - self.started_at
+            left = self.total - self.done
+            eta = "?" if self.done == 0 else _clock(elapsed / self.done * left)
+            return (
+                f"cpci: {self.done}/{self.total} configs done, {self.failed} failed, {left} left, "
+                f"elapsed {_clock(elapsed)}, ETA {eta}"
+            )
+
+    def summary_lines(self) -> list[str]:
+        with self.lock:
+            lines = [
+                f"{self.worlds} world(s) started ({self.respawns} respawn(s)), "
+                f"world start-up {self.init_s:.1f} s, configs {self.test_s:.1f} s "
+                f"({self.done} config(s))"
+            ]
+            for label, nodeids in (
+                ("crashed", self.crashed),
+                ("timed out", self.timed_out),
+                ("flaky (failed, then passed alone)", self.flaky),
+                ("order-dependent (pass alone, fail after their predecessors)",
+                 self.order_dependent),
+            ):  # fmt: skip
+                if nodeids:
+                    lines.append(f"{len(nodeids)} {label}:")
+                    lines.extend(f"  {n}" for n in nodeids)
+            return lines
+
+
+def _clock(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    return f"{minutes}:{secs:02d}"

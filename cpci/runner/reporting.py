@@ -1,0 +1,103 @@
+"""Turning a config's record into the pytest reports the parent shows, and writing results.
+
+Each config is reported to pytest as its own test with its own phases, duration and failure
+text, so the terminal summary, `-rA`, `--junitxml` and `--lf` behave as for any test.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from cpci.runner.scheduler import Delivery
+from cpci.schema import FAILING_OUTCOMES, ResultRecord
+
+FLAKY_ATTR = "cpci_flaky"
+
+
+def item_reports(item: pytest.Item, delivery: Delivery) -> list[pytest.TestReport]:
+    """The setup/call/teardown reports for one config, from what its ranks reported."""
+    record = delivery.record
+    if delivery.reports:
+        hook = item.config.hook
+        reports: list[pytest.TestReport] = [
+            hook.pytest_report_from_serializable(config=item.config, data=data)
+            for data in delivery.reports
+        ]
+    else:
+        reports = synthesized(item, record.outcome, _rank_text(record), record.duration_s)
+    failing = [r for r in reports if r.failed]
+    ranks = sorted({e.rank for e in record.rank_errors})
+    if failing and len(ranks) > 1:
+        failing[0].longrepr = _rank_text(record)
+    if record.outcome in FAILING_OUTCOMES or record.isolation:
+        where = (
+            f"batch {record.batch.index} (world {record.batch.world}, {record.batch.size} configs)"
+            if record.batch
+            else "no world"
+        )
+        info = f"outcome {record.outcome} on {record.world_size} ranks, {where}, attempt {record.attempt}"
+        if ranks:
+            info += f"; failing ranks: {', '.join(map(str, ranks))}"
+        if delivery.note:
+            info += f"\n{delivery.note}"
+        target = failing[0] if failing else reports[-1]
+        target.sections.append(("cpci", info))
+    if record.flaky:
+        for report in reports:
+            if report.when == "call":
+                setattr(report, FLAKY_ATTR, True)
+    return reports
+
+
+def synthesized(
+    item: pytest.Item, outcome: str, text: str, duration: float
+) -> list[pytest.TestReport]:
+    """Reports for a config no rank reported on: it crashed, hung, or could not be planned."""
+    now = time.time()
+
+    def report(when: str, result: str, longrepr: str | None, seconds: float) -> pytest.TestReport:
+        return pytest.TestReport(
+            item.nodeid, item.location, dict.fromkeys(item.keywords, 1), result,  # type: ignore[arg-type]
+            longrepr, when, duration=seconds, start=now - seconds, stop=now,  # type: ignore[arg-type]
+        )  # fmt: skip
+
+    if outcome == "error":
+        return [report("setup", "failed", text, duration), report("teardown", "passed", None, 0.0)]
+    return [
+        report("setup", "passed", None, 0.0),
+        report("call", "failed", f"[{outcome.upper()}] {text}", duration),
+        report("teardown", "passed", None, 0.0),
+    ]
+
+
+def _rank_text(record: ResultRecord) -> str:
+    parts = []
+    for error in record.rank_errors:
+        who = "world" if error.rank < 0 else f"rank {error.rank}"
+        parts.append(f"---------- {who} ({error.phase}) ----------\n{error.detail or error.message}")
+    return "\n".join(parts) or record.outcome
+
+
+class ResultsFile:
+    """The run's JSON-lines results: each line written whole and fsynced the moment it is known."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._lock = threading.Lock()
+        # A results file belongs to one run: start it empty.
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+
+    def append(self, record: ResultRecord) -> None:
+        data = record.to_json_line().encode()
+        with self._lock:
+            os.write(self._fd, data)
+            os.fsync(self._fd)
+
+    def close(self) -> None:
+        os.close(self._fd)

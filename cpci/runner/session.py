@@ -1,0 +1,240 @@
+"""The parent side of a batched run: plan at collection, schedule, report each config in turn."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import tempfile
+import threading
+from pathlib import Path
+
+import pytest
+
+from cpci.runner import outcome as outcomes
+from cpci.runner import sharding
+from cpci.runner.planning import Batch, ConfigSpec, PlanningError, make_batches, spec_for
+from cpci.runner.progress import RunStats
+from cpci.runner.reporting import ResultsFile, item_reports, synthesized
+from cpci.runner.scheduler import Delivery, Scheduler, Slots
+from cpci.runner.settings import RunnerSettings
+from cpci.runner.world import WorldLaunch
+from cpci.schema import FAILING_OUTCOMES, ResultRecord
+
+_DURATIONS_CACHE_KEY = "cpci/durations"
+
+
+class BatchedSession:
+    """One pytest session's batched run; its methods are called from the hooks in plugin.py."""
+
+    def __init__(self, config: pytest.Config, settings: RunnerSettings) -> None:
+        self.config = config
+        self.settings = settings
+        self.specs: dict[str, ConfigSpec] = {}
+        self.plan_errors: dict[str, str] = {}
+        self.batches: list[Batch] = []
+        self.durations = self._load_durations()
+        self.stats = RunStats(total=0)
+        self._results = ResultsFile(settings.results) if settings.results else None
+        self._final: dict[str, Delivery] = {}
+        self._arrived = threading.Condition()
+        self._scheduler: Scheduler | None = None
+        self._run_dir: Path | None = None
+        self._plain: dict[str, list[pytest.TestReport]] = {}
+
+    # -- collection ----------------------------------------------------------------------------
+    def plan(self, items: list[pytest.Item]) -> None:
+        """Shard, then turn marked items into configs and batches; nothing runs here."""
+        if self.settings.shard is not None:
+            index, total = self.settings.shard
+            shard_of = sharding.assign([i.nodeid for i in items], self.durations, total)
+            kept = [i for i in items if shard_of[i.nodeid] == index]
+            dropped = [i for i in items if shard_of[i.nodeid] != index]
+            if dropped:
+                self.config.hook.pytest_deselected(items=dropped)
+            items[:] = kept
+        torch_missing = importlib.util.find_spec("torch") is None
+        plain: list[pytest.Item] = []
+        configs: list[pytest.Item] = []
+        for item in items:
+            try:
+                spec = spec_for(item, default_timeout=self.settings.timeout, backend=self.settings.backend)
+            except PlanningError as exc:
+                self.plan_errors[item.nodeid] = str(exc)
+                configs.append(item)
+                continue
+            if spec is None:
+                plain.append(item)
+            elif torch_missing:
+                self.plan_errors[item.nodeid] = (
+                    "torch is not installed: @pytest.mark.cpci tests need it "
+                    "(pip install 'cpci[runner]', or your own torch build)"
+                )
+                configs.append(item)
+            else:
+                self.specs[item.nodeid] = spec
+                configs.append(item)
+        self.batches = make_batches(list(self.specs.values()), self.settings.batch_size)
+        order = {c.nodeid: n for n, c in enumerate(c for b in self.batches for c in b.configs)}
+        configs.sort(key=lambda i: order.get(i.nodeid, -1))
+        items[:] = plain + configs
+        self.stats.total = len(self.specs)
+
+    def plan_lines(self) -> list[str]:
+        shard = "" if self.settings.shard is None else " in shard {}/{}".format(*self.settings.shard)
+        lines = [
+            f"cpci plan{shard}: {len(self.specs)} config(s) in {len(self.batches)} world(s) "
+            f"(batch size {self.settings.batch_size}, {self.settings.workers} at once)"
+        ]
+        for batch in self.batches:
+            lines.append(
+                f"  batch {batch.index}: world_size={batch.world_size} backend={batch.backend} "
+                f"configs={len(batch.configs)}"
+            )
+            lines.extend(f"    {c.nodeid}" for c in batch.configs)
+        lines.extend(f"  not runnable: {n}: {why}" for n, why in self.plan_errors.items())
+        return lines
+
+    # -- running -------------------------------------------------------------------------------
+    def start(self) -> None:
+        if not self.batches:
+            return
+        self._run_dir = Path(tempfile.mkdtemp(prefix="cpci-run-"))
+        launch = WorldLaunch(
+            run_dir=self._run_dir,
+            pytest_args=self._worker_args(),
+            invocation_dir=str(self.config.invocation_params.dir),
+            backend=self.settings.backend,
+            start_timeout_s=max(120.0, self.settings.timeout),
+        )
+        gpus = _visible_gpus(self.settings.backend)
+        self._scheduler = Scheduler(
+            self.batches,
+            launch=launch,
+            slots=Slots(gpus=gpus, cores=os.cpu_count() or 1),
+            workers=self.settings.workers,
+            max_respawns=self.settings.max_respawns,
+            isolate_failures=self.settings.isolate_failures,
+            deliver=self._deliver,
+            stats=self.stats,
+        )
+        self._scheduler.start()
+
+    def _worker_args(self) -> list[str]:
+        """The parent's pytest options that shape collection, minus output and caching."""
+        option = self.config.option
+        args = [f"--rootdir={self.config.rootpath}", "-p", "no:cacheprovider", "-qq", "--no-header"]
+        if self.config.inipath:
+            args.append(f"--config-file={self.config.inipath}")
+        for plugin in option.plugins or []:
+            args += ["-p", plugin]
+        for override in option.override_ini or []:
+            args += ["-o", override]
+        if getattr(option, "importmode", None):
+            args.append(f"--import-mode={option.importmode}")
+        if getattr(option, "capture", None):
+            args.append(f"--capture={option.capture}")
+        return args
+
+    def _deliver(self, delivery: Delivery) -> None:
+        if self._results is not None and not delivery.written:
+            self._results.append(delivery.record)
+        if not delivery.final:
+            return
+        with self.stats.lock:
+            self.stats.done += 1
+            self.stats.failed += delivery.record.outcome in FAILING_OUTCOMES
+        with self._arrived:
+            self._final[delivery.spec.nodeid] = delivery
+            self._arrived.notify_all()
+
+    # -- reporting -----------------------------------------------------------------------------
+    def owns(self, item: pytest.Item) -> bool:
+        return item.nodeid in self.specs or item.nodeid in self.plan_errors
+
+    def report(self, item: pytest.Item) -> None:
+        """Wait for the config's final record (printing progress meanwhile) and report it."""
+        if item.nodeid in self.plan_errors:
+            reports = synthesized(item, "error", self.plan_errors[item.nodeid], 0.0)
+        else:
+            delivery = self._wait(item.nodeid)
+            reports = item_reports(item, delivery)
+            self.durations[item.nodeid] = delivery.record.duration_s
+        hook = item.ihook
+        hook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+        for report in reports:
+            hook.pytest_runtest_logreport(report=report)
+        hook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+
+    def _wait(self, nodeid: str) -> Delivery:
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        interval = self.settings.progress_interval
+        with self._arrived:
+            while nodeid not in self._final:
+                if not self._arrived.wait_for(lambda: nodeid in self._final, timeout=interval):
+                    if reporter is not None:
+                        reporter.write_line(self.stats.progress_line())
+            return self._final.pop(nodeid)
+
+    def record_plain(self, report: pytest.TestReport) -> None:
+        """Results-file records for tests without the cpci marker (they run in the parent)."""
+        if self._results is None or report.nodeid in self.specs:
+            return
+        self._plain.setdefault(report.nodeid, []).append(report)
+        if report.when != "teardown":
+            return
+        reports = self._plain.pop(report.nodeid)
+        self.durations[report.nodeid] = sum(r.duration for r in reports)
+        self._results.append(
+            ResultRecord(
+                nodeid=report.nodeid,
+                world_size=1,
+                outcome=outcomes.local_outcome(reports),  # type: ignore[arg-type]
+                duration_s=sum(r.duration for r in reports),
+            )
+        )
+
+    def summary_lines(self) -> list[str]:
+        lines = self.stats.summary_lines() if self.batches else []
+        if self._results is not None:
+            lines.append(f"results: {self._results.path}")
+        return lines
+
+    def finish(self) -> None:
+        if self._scheduler is not None:
+            self._scheduler.stop()
+        if self._results is not None:
+            self._results.close()
+        self._save_durations()
+        if self._run_dir is not None and not os.environ.get("CPCI_KEEP_WORLDS"):
+            shutil.rmtree(self._run_dir, ignore_errors=True)
+
+    # -- durations -----------------------------------------------------------------------------
+    def _load_durations(self) -> dict[str, float]:
+        if self.settings.durations is not None:
+            try:
+                return sharding.load(self.settings.durations)
+            except ValueError as exc:
+                raise pytest.UsageError(f"--cpci-durations: {exc}") from None
+        cache = getattr(self.config, "cache", None)
+        return dict(cache.get(_DURATIONS_CACHE_KEY, {})) if cache is not None else {}
+
+    def _save_durations(self) -> None:
+        if self.settings.plan_only:
+            return
+        if self.settings.durations is not None:
+            sharding.save(self.settings.durations, self.durations)
+            return
+        cache = getattr(self.config, "cache", None)
+        if cache is not None:
+            cache.set(_DURATIONS_CACHE_KEY, self.durations)
+
+
+def _visible_gpus(backend: str) -> int:
+    """GPUs worlds can be spread over; a cheap driver check keeps torch out of CPU-only parents."""
+    if backend == "gloo" or not Path("/proc/driver/nvidia").exists():
+        return 0
+    import torch
+
+    return int(torch.cuda.device_count())
+

@@ -1,0 +1,255 @@
+"""The runner's settings: one table of options, one resolver, one validated object.
+
+Each setting may come from the command line, an environment variable or an ini key; the
+precedence is CLI > env > ini > default (a test's own marker beats all of them where the marker
+has the setting, e.g. `timeout`). A bad value is a usage error that names where it came from.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+BACKENDS = ("auto", "gloo", "nccl")
+
+
+class SettingError(pytest.UsageError):
+    """A setting has a bad value; the message names the setting, the value and its source."""
+
+
+def _int_at_least(minimum: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise ValueError(f"must be an integer >= {minimum}") from None
+        if value < minimum:
+            raise ValueError(f"must be >= {minimum}")
+        return value
+
+    return parse
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError("must be a number of seconds > 0") from None
+    if not value > 0:
+        raise ValueError("must be > 0")
+    return value
+
+
+def _backend(text: str) -> str:
+    if text not in BACKENDS:
+        raise ValueError(f"must be one of {', '.join(BACKENDS)}")
+    return text
+
+
+def _shard(text: str) -> tuple[int, int]:
+    match = re.fullmatch(r"(\d+)/(\d+)", text.strip())
+    if not match:
+        raise ValueError("must look like INDEX/TOTAL, e.g. 0/4 (INDEX counts from 0)")
+    index, total = int(match[1]), int(match[2])
+    if total < 1 or index >= total:
+        raise ValueError(f"needs 0 <= INDEX < TOTAL, got {index}/{total}")
+    return index, total
+
+
+@dataclass(frozen=True)
+class Option:
+    """One setting and every place it can be given."""
+
+    dest: str
+    flag: str
+    help: str
+    parse: Callable[[str], Any]
+    default: str | None
+    env: str | None = None
+    ini: str | None = None
+    metavar: str = "N"
+
+    def help_text(self) -> str:
+        sources = [self.flag]
+        if self.env:
+            sources.append(f"env {self.env}")
+        if self.ini:
+            sources.append(f"ini {self.ini}")
+        default = f"; default {self.default}" if self.default is not None else ""
+        return f"{self.help} (precedence: {' > '.join(sources)}{default})"
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option(
+        "batch_size",
+        "--cpci-batch-size",
+        "configs run in one torchrun world; 1 gives one world per config",
+        _int_at_least(1),
+        "16",
+        env="CP_TEST_BATCH_SIZE",
+        ini="cpci_batch_size",
+    ),
+    Option(
+        "timeout",
+        "--cpci-timeout",
+        "seconds one config may run before its world is dumped and killed; "
+        "@pytest.mark.cpci(timeout=...) wins",
+        _positive_float,
+        "300",
+        env="CPCI_TIMEOUT",
+        ini="cpci_timeout",
+        metavar="SECONDS",
+    ),
+    Option(
+        "workers",
+        "--cpci-workers",
+        "worlds run at once (on disjoint GPUs, or bounded by CPU cores)",
+        _int_at_least(1),
+        "1",
+        env="CPCI_WORKERS",
+        ini="cpci_workers",
+    ),
+    Option(
+        "backend",
+        "--cpci-backend",
+        "process-group backend: auto picks nccl where CUDA is present, else gloo",
+        _backend,
+        "auto",
+        env="CPCI_BACKEND",
+        ini="cpci_backend",
+        metavar="{auto,gloo,nccl}",
+    ),
+    Option(
+        "results",
+        "--cpci-results",
+        "JSON-lines file that gets each config's cpci.result/1 record the moment it ends",
+        Path,
+        None,
+        env="CPCI_RESULTS",
+        ini="cpci_results",
+        metavar="PATH",
+    ),
+    Option(
+        "durations",
+        "--cpci-durations",
+        "file of recorded per-config durations used to balance shards "
+        "(default: pytest's cache)",
+        Path,
+        None,
+        env="CPCI_DURATIONS",
+        ini="cpci_durations",
+        metavar="PATH",
+    ),
+    Option(
+        "shard",
+        "--cpci-shard",
+        "run only shard INDEX of TOTAL, balanced by recorded durations",
+        _shard,
+        None,
+        env="CPCI_SHARD",
+        metavar="INDEX/TOTAL",
+    ),
+    Option(
+        "max_respawns",
+        "--cpci-max-respawns",
+        "fresh worlds a batch may start after crashes and timeouts",
+        _int_at_least(0),
+        "3",
+        env="CPCI_MAX_RESPAWNS",
+        ini="cpci_max_respawns",
+    ),
+    Option(
+        "progress_interval",
+        "--cpci-progress-interval",
+        "seconds between progress lines while configs run",
+        _positive_float,
+        "10",
+        env="CPCI_PROGRESS_INTERVAL",
+        ini="cpci_progress_interval",
+        metavar="SECONDS",
+    ),
+)
+
+
+@dataclass(frozen=True)
+class RunnerSettings:
+    """The validated runner settings for one pytest session."""
+
+    batch_size: int
+    timeout: float
+    workers: int
+    backend: str
+    results: Path | None
+    durations: Path | None
+    shard: tuple[int, int] | None
+    max_respawns: int
+    progress_interval: float
+    isolate_failures: bool
+    plan_only: bool
+
+
+def add_options(parser: pytest.Parser) -> None:
+    """Register every option, its ini key and its help (with the precedence) with pytest."""
+    group = parser.getgroup("cpci", "cpci batched distributed runner")
+    for option in OPTIONS:
+        group.addoption(
+            option.flag, dest=f"cpci_{option.dest}", metavar=option.metavar,
+            default=None, help=option.help_text(),
+        )  # fmt: skip
+        if option.ini:
+            parser.addini(option.ini, help=option.help, default=None)
+    group.addoption(
+        "--cpci-isolate-failures",
+        action="store_true",
+        dest="cpci_isolate_failures",
+        help="rerun each config that failed, crashed or timed out in a shared world alone, in a "
+        "fresh world; a fail-then-pass is reported as flaky, a pass alone that fails again after "
+        "its predecessors as order-dependent",
+    )
+    group.addoption(
+        "--cpci-plan",
+        action="store_true",
+        dest="cpci_plan",
+        help="print the worlds, batches and shard that would run, and run nothing",
+    )
+
+
+def resolve(config: pytest.Config, environ: dict[str, str] | None = None) -> RunnerSettings:
+    """Build the settings from CLI, environment and ini, naming the source of a bad value."""
+    env = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    for option in OPTIONS:
+        raw, source = _lookup(config, env, option)
+        if raw is None:
+            values[option.dest] = None
+            continue
+        try:
+            values[option.dest] = option.parse(raw)
+        except ValueError as exc:
+            raise SettingError(f"{option.flag} {exc}, got {raw!r} (from {source})") from None
+    return RunnerSettings(
+        isolate_failures=bool(config.getoption("cpci_isolate_failures")),
+        plan_only=bool(config.getoption("cpci_plan")),
+        **values,
+    )
+
+
+def _lookup(
+    config: pytest.Config, env: os._Environ[str] | dict[str, str], option: Option
+) -> tuple[str | None, str]:
+    cli = config.getoption(f"cpci_{option.dest}")
+    if cli is not None:
+        return str(cli), option.flag
+    if option.env and env.get(option.env, "") != "":
+        return env[option.env], f"environment variable {option.env}"
+    if option.ini:
+        ini = config.getini(option.ini)
+        if ini not in (None, "", []):
+            return str(ini), f"ini key {option.ini} in {config.inipath}"
+    return option.default, "default"

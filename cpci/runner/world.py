@@ -1,0 +1,284 @@
+"""One torchrun world: launch it for a list of configs, watch it, and say how it ended.
+
+The parent never reads the world's stdout. It tails the files the ranks write (journals, the
+agreed outcomes) and enforces each config's timeout: a hung config gets every rank's Python stack
+dumped (SIGUSR1 -> faulthandler) before the whole process tree is killed. A rank that dies is
+named with its exit code or signal and the tail of its log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from cpci.runner.journal import JournalReader
+from cpci.runner.planning import ConfigSpec
+from cpci.runner.processes import kill_tree
+from cpci.schema import RankError
+
+#: How often the parent looks at the world's files. Ranks never wait for the parent.
+_POLL_S = 0.01
+#: How long ranks get to write their stacks once asked.
+_STACK_DUMP_S = 5.0
+_LOG_TAIL_BYTES = 4_000
+
+
+@dataclass(frozen=True)
+class WorldLaunch:
+    """Everything needed to start a world that is not the configs themselves."""
+
+    run_dir: Path
+    pytest_args: list[str]
+    invocation_dir: str
+    backend: str
+    start_timeout_s: float
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class WorldFailure:
+    """Why a world ended before running all its configs."""
+
+    kind: Literal["crashed", "timeout"]
+    culprit: int | None  # plan index of the config in flight, if any
+    culprit_s: float  # how long the config in flight had run
+    errors: list[RankError]
+
+
+@dataclass
+class WorldResult:
+    started_s: float | None  # launch to the first config beginning; None if none began
+    wall_s: float
+    finished: set[int]
+    failure: WorldFailure | None
+
+
+OutcomeSink = Callable[[ConfigSpec, dict[str, Any]], None]
+
+
+class World:
+    """Runs `configs` (plan indices -> specs) in one fresh world and reports as it goes."""
+
+    def __init__(
+        self, launch: WorldLaunch, name: str, world_size: int, configs: dict[int, ConfigSpec]
+    ) -> None:
+        self.launch = launch
+        self.dir = launch.run_dir / name
+        self.world_size = world_size
+        self.configs = configs
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def run(self, on_outcome: OutcomeSink) -> WorldResult:
+        self.dir.mkdir(parents=True)
+        self._write_plan()
+        launched = time.time()
+        self._proc = self._start()
+        watch = _Watch(self.dir, self.world_size)
+        failure: WorldFailure | None = None
+        try:
+            while True:
+                for record in watch.outcomes.read_new():
+                    watch.finished.add(record["i"])
+                    on_outcome(self.configs[record["i"]], record)
+                watch.update()
+                exited = self._proc.poll() is not None
+                if exited:
+                    for record in watch.outcomes.read_new():
+                        watch.finished.add(record["i"])
+                        on_outcome(self.configs[record["i"]], record)
+                    watch.update()
+                    break
+                failure = self._check_deadlines(watch, launched)
+                if failure is not None:
+                    break
+                time.sleep(_POLL_S)
+            if failure is None and len(watch.finished) < len(self.configs):
+                failure = self._crash(watch)
+        finally:
+            self.kill()
+        first = watch.first_begin
+        return WorldResult(
+            started_s=None if first is None else max(0.0, first - launched),
+            wall_s=time.time() - launched,
+            finished=set(watch.finished),
+            failure=failure,
+        )
+
+    def kill(self) -> None:
+        """Kill the world's whole process tree (safe to call twice, from any thread)."""
+        if self._proc is not None and self._proc.poll() is None:
+            kill_tree(self._proc.pid)
+            self._proc.wait()
+
+    def _write_plan(self) -> None:
+        plan = {
+            "backend": self.launch.backend,
+            "invocation_dir": self.launch.invocation_dir,
+            "pytest_args": self.launch.pytest_args,
+            # The process group's own timeout only backs up ours: ours must fire first.
+            "pg_timeout_s": max(c.timeout for c in self.configs.values()) + 60,
+            "configs": [
+                {"index": i, "nodeid": c.nodeid, "path": c.path} for i, c in self.configs.items()
+            ],
+        }
+        (self.dir / "plan.json").write_text(json.dumps(plan))
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        env = {**os.environ, **self.launch.env, "CPCI_OWNER_PID": str(os.getpid())}
+        env.setdefault("OMP_NUM_THREADS", "1")  # also silences torchrun's banner about it
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        command = [
+            sys.executable, "-m", "torch.distributed.run",
+            "--standalone", f"--nproc-per-node={self.world_size}", "--max-restarts=0",
+            "--monitor-interval=0.05",
+            "-m", "cpci.runner.shim", str(self.dir),
+        ]  # fmt: skip
+        with open(self.dir / "torchrun.log", "wb") as log:
+            return subprocess.Popen(
+                command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,
+            )
+
+    def _check_deadlines(self, watch: _Watch, launched: float) -> WorldFailure | None:
+        now = time.time()
+        current = watch.in_flight()
+        if current is None:
+            if watch.first_begin is None and now - launched > self.launch.start_timeout_s:
+                return self._timeout(watch, None, f"the world did not start within "
+                                     f"{self.launch.start_timeout_s:g} s")  # fmt: skip
+            return None
+        index, began = current
+        limit = self.configs[index].timeout
+        if now - began > limit:
+            return self._timeout(watch, index, f"config did not finish within {limit:g} s")
+        return None
+
+    def _timeout(self, watch: _Watch, culprit: int | None, why: str) -> WorldFailure:
+        stacks = self._dump_stacks(watch)
+        errors = []
+        for rank in range(self.world_size):
+            local = watch.local_end.get((rank, culprit)) if culprit is not None else None
+            if local is not None:
+                state = f"rank {rank} finished the config itself ({local['outcome']})"
+                detail = "".join(e["detail"] for e in local.get("errors", []))
+            else:
+                state = f"rank {rank} was still inside the config" if culprit is not None else (
+                    f"rank {rank} had not started running configs")
+                detail = ""
+            text = f"{why}; {state}.\n{detail}\n--- Python stacks of rank {rank} ---\n"
+            text += stacks.get(rank, "(no stacks: the rank had not started up)\n")
+            errors.append(RankError(rank=rank, phase="world", message=f"{why}; {state}",
+                                    detail=text))  # fmt: skip
+        return WorldFailure("timeout", culprit, self._elapsed(watch, culprit), errors)
+
+    def _dump_stacks(self, watch: _Watch) -> dict[int, str]:
+        for pid in watch.pids.values():
+            try:
+                os.kill(pid, signal.SIGUSR1)
+            except ProcessLookupError:
+                pass
+        files = {rank: self.dir / f"rank-{rank}.stacks" for rank in watch.pids}
+        deadline = time.time() + _STACK_DUMP_S
+        while time.time() < deadline and not all(_size(f) > 0 for f in files.values()):
+            time.sleep(_POLL_S)
+        # faulthandler writes thread by thread; give the last thread's lines a moment to land.
+        sizes = {r: _size(f) for r, f in files.items()}
+        time.sleep(0.1)
+        while {r: _size(f) for r, f in files.items()} != sizes and time.time() < deadline:
+            sizes = {r: _size(f) for r, f in files.items()}
+            time.sleep(0.1)
+        return {rank: f.read_text(errors="replace") for rank, f in files.items()}
+
+    def _crash(self, watch: _Watch) -> WorldFailure:
+        assert self._proc is not None
+        current = watch.in_flight()
+        culprit = None if current is None else current[0]
+        errors = []
+        for rank in range(self.world_size):
+            status = _read_exit(self.dir / f"rank-{rank}.exit")
+            tail = _tail(self.dir / f"rank-{rank}.log")
+            errors.append(RankError(rank=rank, phase="world", message=status,
+                                    detail=f"{status}\n--- end of rank-{rank}.log ---\n{tail}"))  # fmt: skip
+        if all(_read_exit(self.dir / f"rank-{r}.exit").startswith("no exit") for r in range(self.world_size)):
+            tail = _tail(self.dir / "torchrun.log")
+            message = f"torchrun exited with code {self._proc.returncode} before any rank ran"
+            errors.append(RankError(rank=-1, phase="world", message=message,
+                                    detail=f"{message}\n--- end of torchrun.log ---\n{tail}"))  # fmt: skip
+        return WorldFailure("crashed", culprit, self._elapsed(watch, culprit), errors)
+
+    @staticmethod
+    def _elapsed(watch: _Watch, culprit: int | None) -> float:
+        return 0.0 if culprit is None else max(0.0, time.time() - watch.begun[culprit])
+
+
+class _Watch:
+    """What the parent has learnt from the world's journals so far."""
+
+    def __init__(self, world_dir: Path, world_size: int) -> None:
+        self.outcomes = JournalReader(world_dir / "outcomes.jsonl")
+        self._journals = {r: JournalReader(world_dir / f"rank-{r}.journal") for r in range(world_size)}
+        self.finished: set[int] = set()
+        self.pids: dict[int, int] = {}
+        self.begun: dict[int, float] = {}  # plan index -> first begin time on any rank
+        self.local_end: dict[tuple[int, int], dict[str, Any]] = {}
+        self.first_begin: float | None = None
+
+    def update(self) -> None:
+        for rank, reader in self._journals.items():
+            for event in reader.read_new():
+                kind = event["ev"]
+                if kind == "hello":
+                    self.pids[rank] = event["pid"]
+                elif kind == "begin":
+                    self.begun.setdefault(event["i"], event["t"])
+                    if self.first_begin is None:
+                        self.first_begin = event["t"]
+                elif kind == "end":
+                    self.local_end[(rank, event["i"])] = event
+
+    def in_flight(self) -> tuple[int, float] | None:
+        """The config begun on some rank whose agreed outcome has not arrived (and since when)."""
+        pending = [(t, i) for i, t in self.begun.items() if i not in self.finished]
+        if not pending:
+            return None
+        began, index = min(pending)
+        return index, began
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def _read_exit(path: Path) -> str:
+    try:
+        status = json.loads(path.read_text())
+    except (FileNotFoundError, ValueError):
+        return "no exit status recorded (the rank's launcher was killed)"
+    if "signal" in status:
+        return f"rank {status['rank']} was killed by {status['signal']} (pid {status['pid']})"
+    return f"rank {status['rank']} exited with code {status['returncode']} (pid {status['pid']})"
+
+
+def _tail(path: Path) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - _LOG_TAIL_BYTES))
+            return fh.read().decode(errors="replace")
+    except FileNotFoundError:
+        return "(no log)"

@@ -1,0 +1,146 @@
+"""The result and run records shared by the runner, the uploader and the service.
+
+One module, so the three never drift apart: the runner writes `cpci.result/1` lines, the uploader
+wraps them in a `cpci.run/1` envelope, and the service validates that envelope with these very
+models. Bump the version suffix on any incompatible change and keep reading the old one.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+RESULT_SCHEMA = "cpci.result/1"
+RUN_SCHEMA = "cpci.run/1"
+SUPPORTED_RUN_SCHEMAS = (RUN_SCHEMA,)
+
+Outcome = Literal[
+    "passed", "failed", "skipped", "xfailed", "xpassed", "error", "crashed", "timeout"
+]
+OUTCOMES: tuple[Outcome, ...] = (
+    "passed", "failed", "skipped", "xfailed", "xpassed", "error", "crashed", "timeout"
+)  # fmt: skip
+#: Outcomes that make a run red.
+FAILING_OUTCOMES: frozenset[str] = frozenset({"failed", "error", "crashed", "timeout"})
+
+#: What isolating a failure in a fresh world found (`--cpci-isolate-failures`).
+Isolation = Literal["fails-alone", "order-dependent", "flaky"]
+
+JSONScalar = str | int | float | bool | None
+MetricName = Annotated[str, Field(min_length=1, max_length=200)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class RankError(_Model):
+    """What one rank saw go wrong: the first line for tables, the full text for people."""
+
+    rank: int = Field(ge=-1, description="rank, or -1 for the world as a whole")
+    phase: str = Field(description="setup, call, teardown, or world (crash, timeout)")
+    message: str = Field(max_length=2_000)
+    detail: str = Field(default="", max_length=200_000)
+
+
+class BatchInfo(_Model):
+    """Which batch and which world of that batch a config ran in."""
+
+    index: int = Field(ge=0, description="batch number in the plan")
+    world: int = Field(ge=0, description="0 for the batch's first world, n after n respawns")
+    size: int = Field(ge=1, description="configs in the batch")
+
+
+class ResultRecord(_Model):
+    """One config's outcome: one line of the runner's JSON-lines results file."""
+
+    schema_: Literal["cpci.result/1"] = Field(default=RESULT_SCHEMA, alias="schema")
+    nodeid: str = Field(min_length=1, max_length=2_000)
+    world_size: int = Field(ge=1)
+    backend: str | None = None
+    params: dict[str, JSONScalar] = Field(default_factory=dict)
+    outcome: Outcome
+    duration_s: float = Field(ge=0)
+    rank_errors: list[RankError] = Field(default_factory=list)
+    attempt: int = Field(default=1, ge=1, description="1 for the first run, more for reruns")
+    isolation: Isolation | None = None
+    flaky: bool = False
+    metrics: dict[MetricName, float] = Field(default_factory=dict)
+    batch: BatchInfo | None = None
+
+    @property
+    def config_id(self) -> str:
+        return config_id(self.nodeid, self.world_size)
+
+    def to_json_line(self) -> str:
+        return json.dumps(self.model_dump(mode="json", by_alias=True), sort_keys=True) + "\n"
+
+
+class Environment(_Model):
+    """What the results were produced on; part of a config's identity for flakiness."""
+
+    python: str | None = None
+    torch: str | None = None
+    cuda: str | None = None
+    nccl: str | None = None
+    gpu: str | None = None
+    backend: str | None = None
+    platform: str | None = None
+
+
+class RunEnvelope(_Model):
+    """One shard's upload: where and when the results were produced, and the results."""
+
+    schema_: Literal["cpci.run/1"] = Field(default=RUN_SCHEMA, alias="schema")
+    repository: str = Field(pattern=r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+    commit: str = Field(pattern=r"^[0-9a-f]{7,64}$")
+    branch: str | None = Field(default=None, max_length=255)
+    pull_request: int | None = Field(default=None, ge=1)
+    base_commit: str | None = Field(default=None, pattern=r"^[0-9a-f]{7,64}$")
+    ci_run_id: str = Field(min_length=1, max_length=100)
+    ci_attempt: int = Field(default=1, ge=1)
+    shard_index: int = Field(default=0, ge=0)
+    shard_total: int = Field(default=1, ge=1)
+    runner_name: str | None = Field(default=None, max_length=255)
+    runner_labels: list[str] = Field(default_factory=list)
+    environment: Environment = Field(default_factory=Environment)
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    results: list[ResultRecord]
+
+
+def config_id(nodeid: str, world_size: int) -> str:
+    """A config's stable identity: its pytest node id plus the world size it ran with."""
+    return f"{nodeid}@{world_size}"
+
+
+def read_results(path: str) -> list[ResultRecord]:
+    """Read a results file, skipping a torn last line (the run was killed mid-write).
+
+    Any other bad line is an error naming its line number: silently dropping results is how
+    regressions go unnoticed.
+    """
+    records: list[ResultRecord] = []
+    with open(path, encoding="utf-8") as fh:
+        lines = fh.read().split("\n")
+    complete, torn = lines[:-1], lines[-1]
+    for number, line in enumerate(complete, start=1):
+        if line.strip():
+            records.append(_parse_line(line, path, number))
+    if torn.strip():
+        try:
+            records.append(_parse_line(torn, path, len(lines)))
+        except ValueError:
+            pass  # a line without its newline was being written when the run died
+    return records
+
+
+def _parse_line(line: str, path: str, number: int) -> ResultRecord:
+    try:
+        data: Any = json.loads(line)
+        return ResultRecord.model_validate(data)
+    except ValueError as exc:
+        raise ValueError(f"{path}:{number}: not a {RESULT_SCHEMA} record: {exc}") from exc

@@ -1,0 +1,1 @@
+"""Test suites shipped with cpci, runnable with `pytest --pyargs cpci.suites.<name>`."""
