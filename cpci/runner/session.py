@@ -123,7 +123,9 @@ class BatchedSession:
     def _worker_args(self) -> list[str]:
         """The parent's pytest options that shape collection, minus output and caching."""
         option = self.config.option
-        args = [f"--rootdir={self.config.rootpath}", "-p", "no:cacheprovider", "-qq", "--no-header"]
+        args = [f"--rootdir={self.config.rootpath}", "-p", "no:cacheprovider", "-qq", "--no-header",
+                # The rank imported cpci before pytest started; its own modules need no rewriting.
+                "-W", "ignore::pytest.PytestAssertRewriteWarning"]  # fmt: skip
         if self.config.inipath:
             args.append(f"--config-file={self.config.inipath}")
         for plugin in option.plugins or []:

@@ -80,6 +80,8 @@ def main(world_dir: Path) -> int:
 
     dist.destroy_process_group()
     journal.write({"ev": "done", "t": time.time()})
+    faulthandler.unregister(signal.SIGUSR1)
+    stacks.close()
     return 0
 
 
