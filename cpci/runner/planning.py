@@ -71,8 +71,8 @@ def spec_for(item: pytest.Item, *, default_timeout: float, backend: str) -> Conf
     timeout = kwargs.get("timeout", default_timeout)
     if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0:
         raise PlanningError(f"cpci marker timeout must be seconds > 0, got {timeout!r}")
-    chosen_backend = kwargs.get("backend", backend)
-    if chosen_backend not in ("auto", "gloo", "nccl"):
+    chosen_backend = kwargs.get("backend", backend)  # the session's backend is already resolved
+    if chosen_backend not in ("gloo", "nccl"):
         raise PlanningError(f"cpci marker backend must be gloo or nccl, got {chosen_backend!r}")
     return ConfigSpec(
         nodeid=item.nodeid,

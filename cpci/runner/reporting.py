@@ -28,12 +28,16 @@ def item_reports(item: pytest.Item, delivery: Delivery) -> list[pytest.TestRepor
             hook.pytest_report_from_serializable(config=item.config, data=data)
             for data in delivery.reports
         ]
+        for report in reports:
+            if isinstance(report.longrepr, list):  # a skip's (path, line, reason), via JSON
+                report.longrepr = tuple(report.longrepr)  # type: ignore[assignment]
+        failing = [r for r in reports if r.failed]
+        if failing and len({e.rank for e in record.rank_errors}) > 1:
+            failing[0].longrepr = _rank_text(record)
     else:
         reports = synthesized(item, record.outcome, _rank_text(record), record.duration_s)
     failing = [r for r in reports if r.failed]
-    ranks = sorted({e.rank for e in record.rank_errors})
-    if failing and len(ranks) > 1:
-        failing[0].longrepr = _rank_text(record)
+    ranks = sorted({e.rank for e in record.rank_errors if e.rank >= 0})
     if record.outcome in FAILING_OUTCOMES or record.isolation:
         where = (
             f"batch {record.batch.index} (world {record.batch.world}, {record.batch.size} configs)"
@@ -76,7 +80,9 @@ def synthesized(
 
 
 def _rank_text(record: ResultRecord) -> str:
-    parts = []
+    """A headline (what each rank saw, one line) and then every rank's full text."""
+    headline = "; ".join(dict.fromkeys(e.message for e in record.rank_errors))
+    parts = [headline] if headline else []
     for error in record.rank_errors:
         who = "world" if error.rank < 0 else f"rank {error.rank}"
         parts.append(f"---------- {who} ({error.phase}) ----------\n{error.detail or error.message}")

@@ -162,10 +162,11 @@ class Scheduler:
                 spec = configs[failure.culprit]
                 results[spec.nodeid] = self._failed(batch, spec, world_no, attempt, order, failure, log)
                 remaining.remove(spec)
-            if result.started_s is None or world_no >= respawns:
+            never_ran = failure.culprit is None and not result.finished
+            if never_ran or world_no >= respawns:
                 why = (
                     "its world failed before running any config"
-                    if result.started_s is None
+                    if never_ran
                     else f"the batch gave up after {respawns} respawn(s)"
                 )
                 for spec in remaining:
@@ -192,7 +193,7 @@ class Scheduler:
             self._names += 1
             name = f"world-{self._names:04d}-b{batch.index}"
             launch = replace(self._launch, env={**self._launch.env, **env})
-            world = World(launch, name, batch.world_size, configs)
+            world = World(launch, name, batch, configs)
             self._live.add(world)
         if self._stopping.is_set():
             release()
@@ -251,7 +252,7 @@ class Scheduler:
         record = ResultRecord(
             nodeid=spec.nodeid,
             world_size=spec.world_size,
-            backend=self._launch.backend,
+            backend=batch.backend,
             params=spec.params,
             outcome=outcome,
             duration_s=failure.culprit_s if failure is not None and why is None else 0.0,

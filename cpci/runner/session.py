@@ -41,6 +41,7 @@ class BatchedSession:
         self._scheduler: Scheduler | None = None
         self._run_dir: Path | None = None
         self._plain: dict[str, list[pytest.TestReport]] = {}
+        self.gpus = 0
 
     # -- collection ----------------------------------------------------------------------------
     def plan(self, items: list[pytest.Item]) -> None:
@@ -54,11 +55,15 @@ class BatchedSession:
                 self.config.hook.pytest_deselected(items=dropped)
             items[:] = kept
         torch_missing = importlib.util.find_spec("torch") is None
+        self.gpus = _visible_gpus(self.settings.backend)
+        backend = self.settings.backend
+        if backend == "auto":
+            backend = "nccl" if self.gpus else "gloo"
         plain: list[pytest.Item] = []
         configs: list[pytest.Item] = []
         for item in items:
             try:
-                spec = spec_for(item, default_timeout=self.settings.timeout, backend=self.settings.backend)
+                spec = spec_for(item, default_timeout=self.settings.timeout, backend=backend)
             except PlanningError as exc:
                 self.plan_errors[item.nodeid] = str(exc)
                 configs.append(item)
@@ -104,14 +109,12 @@ class BatchedSession:
             run_dir=self._run_dir,
             pytest_args=self._worker_args(),
             invocation_dir=str(self.config.invocation_params.dir),
-            backend=self.settings.backend,
             start_timeout_s=max(120.0, self.settings.timeout),
         )
-        gpus = _visible_gpus(self.settings.backend)
         self._scheduler = Scheduler(
             self.batches,
             launch=launch,
-            slots=Slots(gpus=gpus, cores=os.cpu_count() or 1),
+            slots=Slots(gpus=self.gpus, cores=os.cpu_count() or 1),
             workers=self.settings.workers,
             max_respawns=self.settings.max_respawns,
             isolate_failures=self.settings.isolate_failures,
@@ -123,7 +126,7 @@ class BatchedSession:
     def _worker_args(self) -> list[str]:
         """The parent's pytest options that shape collection, minus output and caching."""
         option = self.config.option
-        args = [f"--rootdir={self.config.rootpath}", "-p", "no:cacheprovider", "-qq", "--no-header",
+        args = [f"--rootdir={self.config.rootpath}", "-p", "no:cacheprovider", "-p", "no:terminal",
                 # The rank imported cpci before pytest started; its own modules need no rewriting.
                 "-W", "ignore::pytest.PytestAssertRewriteWarning"]  # fmt: skip
         if self.config.inipath:
@@ -134,8 +137,9 @@ class BatchedSession:
             args += ["-o", override]
         if getattr(option, "importmode", None):
             args.append(f"--import-mode={option.importmode}")
-        if getattr(option, "capture", None):
-            args.append(f"--capture={option.capture}")
+        # tee-sys: reports still carry each config's output, and the rank's log keeps a copy, so
+        # the last words of a config that kills its process are not lost with it.
+        args.append("--capture=no" if option.capture == "no" else "--capture=tee-sys")
         return args
 
     def _deliver(self, delivery: Delivery) -> None:

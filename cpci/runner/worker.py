@@ -29,8 +29,6 @@ def _init_world(backend: str, timeout_s: float) -> tuple[DistContext, Any]:
     import torch
     import torch.distributed as dist
 
-    if backend == "auto":
-        backend = "nccl" if torch.cuda.is_available() else "gloo"
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     if backend == "nccl":
         torch.cuda.set_device(local_rank)

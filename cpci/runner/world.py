@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from cpci.runner.journal import JournalReader
-from cpci.runner.planning import ConfigSpec
+from cpci.runner.planning import Batch, ConfigSpec
 from cpci.runner.processes import kill_tree
 from cpci.schema import RankError
 
@@ -38,7 +38,6 @@ class WorldLaunch:
     run_dir: Path
     pytest_args: list[str]
     invocation_dir: str
-    backend: str
     start_timeout_s: float
     env: dict[str, str] = field(default_factory=dict)
 
@@ -68,11 +67,12 @@ class World:
     """Runs `configs` (plan indices -> specs) in one fresh world and reports as it goes."""
 
     def __init__(
-        self, launch: WorldLaunch, name: str, world_size: int, configs: dict[int, ConfigSpec]
+        self, launch: WorldLaunch, name: str, batch: Batch, configs: dict[int, ConfigSpec]
     ) -> None:
         self.launch = launch
         self.dir = launch.run_dir / name
-        self.world_size = world_size
+        self.world_size = batch.world_size
+        self.backend = batch.backend
         self.configs = configs
         self._proc: subprocess.Popen[bytes] | None = None
 
@@ -120,7 +120,7 @@ class World:
 
     def _write_plan(self) -> None:
         plan = {
-            "backend": self.launch.backend,
+            "backend": self.backend,
             "invocation_dir": self.launch.invocation_dir,
             "pytest_args": self.launch.pytest_args,
             # The process group's own timeout only backs up ours: ours must fire first.
@@ -205,13 +205,19 @@ class World:
         assert self._proc is not None
         current = watch.in_flight()
         culprit = None if current is None else current[0]
+        statuses = {r: _read_exit(self.dir / f"rank-{r}.exit") for r in range(self.world_size)}
+        dead = [r for r, status in statuses.items() if "stopped by torchrun" not in status]
+        if any(watch.current.get(r) != culprit for r in dead):
+            culprit = None  # a rank died outside that config (at start-up, between configs)
         errors = []
         for rank in range(self.world_size):
-            status = _read_exit(self.dir / f"rank-{rank}.exit")
+            status = statuses[rank]
             tail = _tail(self.dir / f"rank-{rank}.log")
             errors.append(RankError(rank=rank, phase="world", message=status,
                                     detail=f"{status}\n--- end of rank-{rank}.log ---\n{tail}"))  # fmt: skip
-        if all(_read_exit(self.dir / f"rank-{r}.exit").startswith("no exit") for r in range(self.world_size)):
+        # The rank that died first leads; those torchrun stopped afterwards follow.
+        errors.sort(key=lambda e: "stopped by torchrun" in e.message)
+        if all(status.startswith("no exit") for status in statuses.values()):
             tail = _tail(self.dir / "torchrun.log")
             message = f"torchrun exited with code {self._proc.returncode} before any rank ran"
             errors.append(RankError(rank=-1, phase="world", message=message,
@@ -232,6 +238,7 @@ class _Watch:
         self.finished: set[int] = set()
         self.pids: dict[int, int] = {}
         self.begun: dict[int, float] = {}  # plan index -> first begin time on any rank
+        self.current: dict[int, int] = {}  # rank -> plan index it began last
         self.local_end: dict[tuple[int, int], dict[str, Any]] = {}
         self.first_begin: float | None = None
 
@@ -243,6 +250,7 @@ class _Watch:
                     self.pids[rank] = event["pid"]
                 elif kind == "begin":
                     self.begun.setdefault(event["i"], event["t"])
+                    self.current[rank] = event["i"]
                     if self.first_begin is None:
                         self.first_begin = event["t"]
                 elif kind == "end":
@@ -269,6 +277,8 @@ def _read_exit(path: Path) -> str:
         status = json.loads(path.read_text())
     except (FileNotFoundError, ValueError):
         return "no exit status recorded (the rank's launcher was killed)"
+    if status.get("signal") == "SIGTERM":
+        return f"rank {status['rank']} was stopped by torchrun (SIGTERM) after another rank ended"
     if "signal" in status:
         return f"rank {status['rank']} was killed by {status['signal']} (pid {status['pid']})"
     return f"rank {status['rank']} exited with code {status['returncode']} (pid {status['pid']})"

@@ -1,0 +1,158 @@
+"""Crashes, hangs and kills: nothing is lost, the culprit is named, the rest of the batch goes on."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cpci.schema import read_results
+from tests.runner.conftest import by_nodeid, results, run_pytest, worlds_started
+
+
+def test_crash_in_config_k_keeps_earlier_results_and_runs_the_rest_in_one_fresh_world(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        """
+        import os, signal
+        import pytest
+        import torch.distributed as dist
+
+        @pytest.mark.cpci(world_size=2)
+        @pytest.mark.parametrize("i", range(6))
+        def test_step(i, cpci_dist):
+            if i == 2 and cpci_dist.rank == 1:
+                print("about to die", flush=True)
+                os._exit(7)
+            if i == 4 and cpci_dist.rank == 0:
+                os.kill(os.getpid(), signal.SIGSEGV)
+            dist.barrier()
+        """
+    )
+    result = pytester.runpytest_subprocess("--cpci-results=r.jsonl")
+    result.assert_outcomes(passed=4, failed=2)
+    assert worlds_started(result.stdout.str()) == 3  # the first, then one after each crash
+    records = results(pytester.path / "r.jsonl")
+    assert [r["nodeid"].split("::")[1] for r in records] == [f"test_step[{i}]" for i in range(6)]
+    assert [r["outcome"] for r in records] == ["passed", "passed", "crashed", "passed", "crashed", "passed"]
+    assert [r["batch"]["world"] for r in records] == [0, 0, 0, 1, 1, 2]
+    crash = records[2]["rank_errors"]
+    assert crash[0]["message"].startswith("rank 1 exited with code 7")
+    assert "about to die" in crash[0]["detail"]  # the tail of the rank's log
+    assert "stopped by torchrun" in crash[1]["message"]
+    segv = records[4]["rank_errors"][0]
+    assert "SIGSEGV" in segv["message"] and "Segmentation fault" in segv["detail"]
+    result.stdout.fnmatch_lines(["[[]CRASHED[]] rank 1 exited with code 7*", "FAILED *test_step[[]2[]]*"])
+
+
+def test_a_hung_config_times_out_with_every_rank_stack_and_the_batch_goes_on(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+        import torch
+        import torch.distributed as dist
+
+        def wait_for_partner():
+            dist.all_reduce(torch.ones(1))
+
+        @pytest.mark.cpci(world_size=2, timeout=3)
+        def test_hangs(cpci_dist):
+            if cpci_dist.rank == 0:
+                wait_for_partner()  # rank 1 never joins
+            else:
+                assert False, "rank 1 bailed out"
+
+        @pytest.mark.cpci(world_size=2)
+        def test_after(cpci_dist):
+            dist.barrier()
+        """
+    )
+    result = pytester.runpytest_subprocess("--cpci-results=r.jsonl")
+    result.assert_outcomes(passed=1, failed=1)
+    records = by_nodeid(results(pytester.path / "r.jsonl"))
+    hung = records["test_a_hung_config_times_out_with_every_rank_stack_and_the_batch_goes_on.py::test_hangs"]
+    assert hung["outcome"] == "timeout"
+    rank0, rank1 = hung["rank_errors"]
+    assert "did not finish within 3 s" in rank0["message"]
+    assert "wait_for_partner" in rank0["detail"]  # rank 0's Python stack, dumped before the kill
+    assert "rank 1 bailed out" in rank1["detail"]  # why rank 1 left, from its journal
+    assert hung["duration_s"] >= 3
+    assert worlds_started(result.stdout.str()) == 2
+
+
+def test_results_file_survives_a_sigkill_of_the_whole_run(tmp_path: Path) -> None:
+    (tmp_path / "test_slow.py").write_text(
+        """
+import os, time
+import pytest
+
+@pytest.mark.cpci(world_size=2)
+@pytest.mark.parametrize("i", range(4))
+def test_step(i, cpci_dist):
+    if i == 3:
+        open(os.environ["REACHED"], "w").close()
+        time.sleep(600)
+"""
+    )
+    reached = tmp_path / "reached"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--cpci-results=r.jsonl"],
+        cwd=tmp_path,
+        env={**os.environ, "REACHED": str(reached)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 120
+    while not reached.exists():  # the run is inside config 3 once this file appears
+        assert proc.poll() is None and time.monotonic() < deadline, "run ended early"
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)  # the pytest parent; its worlds are in other sessions
+    proc.wait()
+    records = read_results(str(tmp_path / "r.jsonl"))
+    assert [r.outcome for r in records] == ["passed"] * 3
+    assert all(line.endswith("}") for line in (tmp_path / "r.jsonl").read_text().splitlines())
+    # The ranks notice their owner is gone and exit: no orphan survives the run.
+    deadline = time.monotonic() + 30
+    while _processes_mentioning(str(tmp_path)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _processes_mentioning(str(tmp_path)) == []
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
+                cwd = os.readlink(entry / "cwd")
+            except OSError:
+                continue
+            if text in cmdline or cwd.startswith(text):
+                found.append(int(entry.name))
+    return found
+
+
+def test_crash_at_world_start_fails_the_batch_with_the_reason(tmp_path: Path) -> None:
+    (tmp_path / "conftest.py").write_text(
+        "import os\nif os.environ.get('RANK') == '1':\n    raise SystemExit('conftest refuses rank 1')\n"
+    )
+    (tmp_path / "test_x.py").write_text(
+        "import pytest\n@pytest.mark.cpci(world_size=2)\ndef test_a(cpci_dist):\n    pass\n"
+    )
+    result = run_pytest(tmp_path, "--cpci-results=r.jsonl")
+    result.assert_outcomes(errors=1)
+    record = results(tmp_path / "r.jsonl")[0]
+    assert record["outcome"] == "error"
+    assert "its world failed before running any config" in record["rank_errors"][0]["message"]
+    assert "conftest refuses rank 1" in json.dumps(record["rank_errors"])
+    assert worlds_started(result.stdout.str()) == 1  # no pointless respawns
