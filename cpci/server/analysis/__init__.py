@@ -1,0 +1,1 @@
+"""Pure functions over histories: flakiness, infra signatures, shifts, verdicts, the PR report."""

@@ -1,0 +1,46 @@
+"""What the analysis reads: stored results reduced to the fields verdicts depend on."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pydantic import BaseModel
+
+from cpci.schema import FAILING_OUTCOMES
+
+#: Outcomes that count as a pass (an expected failure is the config behaving as intended).
+PASSING_OUTCOMES: frozenset[str] = frozenset({"passed", "xfailed", "xpassed"})
+
+
+class RunLink(BaseModel):
+    """Enough to find a CI run again: its ids, commit, and a link to it."""
+
+    ci_run_id: str
+    ci_attempt: int
+    commit: str
+    url: str
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One stored result of one config, oldest-first order is the caller's job."""
+
+    run: RunLink
+    run_id: int
+    environment_id: int
+    outcome: str
+    flaky: bool = False  # the runner saw it fail, then pass on a rerun
+    on_pull_request: bool = False
+
+    @property
+    def failed(self) -> bool:
+        return self.outcome in FAILING_OUTCOMES
+
+    @property
+    def passed(self) -> bool:
+        return self.outcome in PASSING_OUTCOMES
+
+    @property
+    def counted(self) -> bool:
+        """Skips say nothing about whether the config works."""
+        return self.failed or self.passed

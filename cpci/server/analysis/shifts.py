@@ -1,0 +1,71 @@
+"""Has a number moved beyond its history's noise? One test for durations and metrics alike.
+
+Median and MAD, not mean and standard deviation: one slow outlier in the base history should not
+hide the next regression. A shift must clear the noise (k scaled MADs) *and* a relative and an
+absolute floor, so a config whose history is perfectly flat does not fire on a 1 ms wobble.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel
+
+MAD_TO_SIGMA = 1.4826
+
+
+@dataclass(frozen=True)
+class ShiftPolicy:
+    min_samples: int
+    k: float
+    min_relative: float
+    min_absolute: float
+    directions: Literal["up", "both"]
+
+
+#: Slower by 25% and 50 ms, beyond 4 MADs, with at least 3 base results.
+DURATION_POLICY = ShiftPolicy(3, 4.0, 0.25, 0.05, "up")
+#: A metric (e.g. max abs error vs the reference) moving by half its base value, either way.
+METRIC_POLICY = ShiftPolicy(1, 4.0, 0.5, 1e-12, "both")
+
+
+class Shift(BaseModel):
+    name: str
+    value: float
+    baseline_median: float
+    baseline_mad: float
+    samples: int
+    change: float
+    relative: float | None
+    direction: Literal["up", "down"]
+
+
+def robust_shift(
+    name: str, baseline: Sequence[float], value: float, policy: ShiftPolicy
+) -> Shift | None:
+    """The shift of `value` against `baseline`, or None when it is within the noise."""
+    if len(baseline) < policy.min_samples or not baseline:
+        return None
+    median = statistics.median(baseline)
+    mad = statistics.median(abs(x - median) for x in baseline)
+    change = value - median
+    if change < 0 and policy.directions == "up":
+        return None
+    floor = max(
+        policy.k * MAD_TO_SIGMA * mad, policy.min_relative * abs(median), policy.min_absolute
+    )
+    if abs(change) <= floor:
+        return None
+    return Shift(
+        name=name,
+        value=value,
+        baseline_median=median,
+        baseline_mad=mad,
+        samples=len(baseline),
+        change=change,
+        relative=change / abs(median) if median else None,
+        direction="up" if change > 0 else "down",
+    )

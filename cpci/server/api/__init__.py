@@ -1,0 +1,16 @@
+"""The HTTP API: version 1 under `/api/v1`, operations endpoints at the root."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from cpci.server.api.routes import ops, repos, uploads
+from cpci.server.links import API_PREFIX
+
+api_router = APIRouter(prefix=API_PREFIX)
+api_router.include_router(uploads.router)
+api_router.include_router(repos.router)
+
+ops_router = ops.router
+
+__all__ = ["api_router", "ops_router"]

@@ -1,0 +1,122 @@
+"""Dependencies the routers share, as `Annotated` aliases: settings, sessions, who is calling."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Annotated, Literal
+
+from fastapi import Depends, Request
+from sqlalchemy import Engine
+from sqlmodel import Session
+
+from cpci.server.core.config import Settings
+from cpci.server.core.errors import Forbidden, Unauthorized
+from cpci.server.core.oidc import OidcVerifier
+from cpci.server.core.security import looks_like_upload_token
+from cpci.server.crud.repos import get_repository
+from cpci.server.crud.tokens import repository_for_token
+from cpci.server.links import Links
+from cpci.server.models import Repository
+
+HOW_TO_AUTHENTICATE = (
+    "send `Authorization: Bearer TOKEN` with a token from `cpci token create OWNER/REPO`"
+)
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling, proven by a token: the repository they may write to."""
+
+    repository: str
+    via: Literal["token", "oidc"]
+
+    def require(self, repository: str) -> None:
+        if self.repository != repository:
+            raise Forbidden(
+                f"this {'upload token' if self.via == 'token' else 'OIDC token'} is for "
+                f"{self.repository}, not {repository}"
+            )
+
+
+def get_settings(request: Request) -> Settings:
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+def get_engine(request: Request) -> Engine:
+    engine: Engine = request.app.state.engine
+    return engine
+
+
+def get_links(request: Request) -> Links:
+    links: Links = request.app.state.links
+    return links
+
+
+def get_session(engine: Annotated[Engine, Depends(get_engine)]) -> Iterator[Session]:
+    with Session(engine) as session:
+        yield session
+
+
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+EngineDep = Annotated[Engine, Depends(get_engine)]
+SessionDep = Annotated[Session, Depends(get_session)]
+LinksDep = Annotated[Links, Depends(get_links)]
+
+
+def authenticate(request: Request, engine: Engine) -> Principal | None:
+    """The caller's principal from the bearer token, None without one; 401 for a bad one."""
+    header = request.headers.get("authorization", "")
+    if not header:
+        return None
+    scheme, _, token = header.partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        raise Unauthorized(f"the Authorization header is not a bearer token: {HOW_TO_AUTHENTICATE}")
+    if looks_like_upload_token(token):
+        with Session(engine) as session:
+            repository = repository_for_token(session=session, token=token)
+        if repository is None:
+            raise Unauthorized(
+                "unknown or revoked upload token: create a new one with "
+                "`cpci token create OWNER/REPO`"
+            )
+        return Principal(repository, "token")
+    verifier: OidcVerifier | None = request.app.state.oidc
+    if verifier is None:
+        raise Unauthorized(
+            "not an upload token, and OIDC tokens are not accepted here (the server has no "
+            f"CPCI_OIDC_AUDIENCE): {HOW_TO_AUTHENTICATE}"
+        )
+    claims = verifier.verify(token)
+    return Principal(str(claims["repository"]), "oidc")
+
+
+def require_principal(request: Request, engine: EngineDep) -> Principal:
+    principal = authenticate(request, engine)
+    if principal is None:
+        raise Unauthorized(
+            f"uploading needs credentials: {HOW_TO_AUTHENTICATE}, or a GitHub Actions OIDC token"
+        )
+    return principal
+
+
+PrincipalDep = Annotated[Principal, Depends(require_principal)]
+
+
+def readable_repository(
+    owner: str, repo: str, request: Request, engine: EngineDep, settings: SettingsDep,
+    session: SessionDep,
+) -> Repository:  # fmt: skip
+    """The repository in the path, after checking the caller may read it."""
+    name = f"{owner}/{repo}"
+    if settings.read_access == "token":
+        principal = authenticate(request, engine)
+        if principal is None:
+            raise Unauthorized(f"reading {name} needs a token of it: {HOW_TO_AUTHENTICATE}")
+        principal.require(name)
+    return get_repository(session=session, name=name)
+
+
+ReadableRepoDep = Annotated[Repository, Depends(readable_repository)]

@@ -1,0 +1,107 @@
+"""Reading a repository's results: history, runs, flaky configs, PR reports; and recording
+commit ancestry so a PR without a tested base can fall back to an ancestor."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+from pydantic import BaseModel, Field
+
+from cpci.server.api.deps import (
+    LinksDep,
+    PrincipalDep,
+    ReadableRepoDep,
+    SessionDep,
+    SettingsDep,
+)
+from cpci.server.crud.commits import record_parents
+from cpci.server.crud.flaky import flaky_configs
+from cpci.server.crud.history import config_history
+from cpci.server.crud.reports import pull_request_report
+from cpci.server.crud.repos import ensure_repository
+from cpci.server.crud.runs import run_summary
+from cpci.server.reports import FlakyList, HistoryPage, PullRequestReport, RunSummary
+
+router = APIRouter(prefix="/repos/{owner}/{repo}", tags=["results"])
+
+SHA = r"^[0-9a-f]{7,64}$"
+
+
+@router.get("/history", summary="One config's results, newest first, paged")
+def history(
+    repository: ReadableRepoDep,
+    session: SessionDep,
+    links: LinksDep,
+    config: Annotated[str, Query(min_length=1, description="config id: NODEID@WORLD_SIZE")],
+    before: Annotated[int | None, Query(ge=1, description="next_cursor of the last page")] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+) -> HistoryPage:
+    return config_history(
+        session=session, repo=repository, key=config, before=before, limit=limit, links=links
+    )
+
+
+@router.get("/runs/{ci_run_id}", summary="A CI run: shards reported, outcomes, failing configs")
+def run(
+    repository: ReadableRepoDep, session: SessionDep, links: LinksDep, ci_run_id: str
+) -> RunSummary:
+    return run_summary(session=session, repo=repository, ci_run_id=ci_run_id, links=links)
+
+
+@router.get("/flaky", summary="Configs labelled flaky, each with its evidence")
+def flaky(
+    repository: ReadableRepoDep,
+    session: SessionDep,
+    settings: SettingsDep,
+    links: LinksDep,
+    runs: Annotated[int, Query(ge=1, le=1000, description="recent runs to look for failures")] = 50,
+) -> FlakyList:
+    return flaky_configs(
+        session=session, repo=repository, window_runs=runs, settings=settings, links=links
+    )
+
+
+@router.get(
+    "/pulls/{number}/report",
+    summary="Verdict per config for a pull request: head against base",
+)
+def pull_request(
+    repository: ReadableRepoDep,
+    session: SessionDep,
+    settings: SettingsDep,
+    links: LinksDep,
+    number: int,
+) -> PullRequestReport:
+    return pull_request_report(
+        session=session, repo=repository, number=number, settings=settings, links=links
+    )
+
+
+class ParentLink(BaseModel):
+    commit: str = Field(pattern=SHA)
+    parent: str = Field(pattern=SHA)
+
+
+class Ancestry(BaseModel):
+    """First-parent links, e.g. from `git log --first-parent --format='%H %P'`."""
+
+    parents: list[ParentLink] = Field(max_length=10_000)
+
+
+class AncestryReceipt(BaseModel):
+    recorded: int
+
+
+@router.post("/commits", summary="Record first-parent commit links", tags=["uploads"])
+def commits(
+    owner: str, repo: str, body: Ancestry, principal: PrincipalDep, session: SessionDep
+) -> AncestryReceipt:
+    name = f"{owner}/{repo}"
+    principal.require(name)
+    repo_id = ensure_repository(session=session, name=name)
+    count = record_parents(
+        session=session, repo_id=repo_id, links=[(p.commit, p.parent) for p in body.parents]
+    )
+    session.commit()
+    return AncestryReceipt(recorded=count)

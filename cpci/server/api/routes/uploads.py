@@ -1,0 +1,124 @@
+"""`POST /api/v1/uploads`: one shard's `cpci.run/1` envelope, stored whole or not at all."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import APIRouter, Request, Response
+from pydantic import BaseModel
+from sqlalchemy import Engine
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, select
+from starlette.concurrency import run_in_threadpool
+
+from cpci.schema import RunEnvelope
+from cpci.server.api.deps import EngineDep, LinksDep, PrincipalDep, SettingsDep
+from cpci.server.api.payload import parse_envelope, read_limited
+from cpci.server.core.db import writer
+from cpci.server.core.errors import Conflict
+from cpci.server.core.metrics import Metrics
+from cpci.server.crud.ingest import Ingested, body_sha256, ingest_shard
+from cpci.server.crud.runs import merge_runs
+from cpci.server.links import Links
+from cpci.server.models import Run
+from cpci.server.reports import ShardProgress
+
+router = APIRouter(prefix="/uploads", tags=["uploads"])
+
+ATTEMPTS = 3
+ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"description": "unsupported schema version (the supported ones are named)"},
+    401: {"description": "missing or invalid credentials"},
+    403: {"description": "the credentials are for another repository"},
+    409: {"description": "this shard was already uploaded with a different body"},
+    413: {"description": "the body is over CPCI_MAX_UPLOAD_BYTES"},
+    422: {"description": "the body does not match the schema; each error has its field path"},
+}
+
+
+class UploadReceipt(BaseModel):
+    status: Literal["stored", "duplicate"]
+    repository: str
+    ci_run_id: str
+    ci_attempt: int
+    shard_index: int
+    results: int
+    shards: ShardProgress
+    run_api_url: str
+
+
+@router.post(
+    "",
+    status_code=201,
+    response_model=UploadReceipt,
+    summary="Upload one shard's results",
+    description="Idempotent: the same shard uploaded again returns 200 `duplicate` and stores "
+    "nothing; a different body for an uploaded shard is a 409.",
+    responses={200: {"description": "already stored (duplicate)"}, **ERRORS},
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {"schema": {"$ref": "#/components/schemas/RunEnvelope"}}
+            },
+        }
+    },
+)
+async def upload(
+    request: Request,
+    response: Response,
+    principal: PrincipalDep,
+    engine: EngineDep,
+    settings: SettingsDep,
+    links: LinksDep,
+) -> UploadReceipt:
+    raw = await read_limited(request, settings.max_upload_bytes)
+    envelope = await run_in_threadpool(parse_envelope, raw)
+    principal.require(envelope.repository)
+    metrics: Metrics = request.app.state.metrics
+    receipt = await run_in_threadpool(store, engine, envelope, links)
+    metrics.uploads.labels(receipt.status).inc()
+    if receipt.status == "stored":
+        metrics.results.inc(receipt.results)
+    else:
+        response.status_code = 200
+    return receipt
+
+
+def store(engine: Engine, envelope: RunEnvelope, links: Links) -> UploadReceipt:
+    """Ingest in one write transaction; retry when a concurrent upload created the same rows."""
+    digest = body_sha256(envelope)
+    for attempt in range(ATTEMPTS):
+        try:
+            with Session(writer(engine)) as session:
+                done = ingest_shard(session=session, envelope=envelope, digest=digest)
+                receipt = _receipt(session, envelope, done, links)
+                session.commit()
+                return receipt
+        except IntegrityError as exc:
+            if attempt == ATTEMPTS - 1:
+                raise Conflict(
+                    f"shard {envelope.shard_index} of run {envelope.ci_run_id} kept colliding "
+                    "with a concurrent upload of the same run: retry"
+                ) from exc
+    raise AssertionError("not reached")
+
+
+def _receipt(
+    session: Session, envelope: RunEnvelope, done: Ingested, links: Links
+) -> UploadReceipt:
+    runs = session.exec(
+        select(Run).where(Run.repository_id == session.get_one(Run, done.run_id).repository_id,
+                          Run.ci_run_id == envelope.ci_run_id)
+    ).all()  # fmt: skip
+    merged = merge_runs(session=session, runs=runs)[0]
+    return UploadReceipt(
+        status=done.status,
+        repository=envelope.repository,
+        ci_run_id=envelope.ci_run_id,
+        ci_attempt=envelope.ci_attempt,
+        shard_index=envelope.shard_index,
+        results=done.results,
+        shards=merged.progress,
+        run_api_url=links.api_run(envelope.repository, envelope.ci_run_id),
+    )

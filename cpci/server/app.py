@@ -1,0 +1,97 @@
+"""`create_app(settings)`: the whole service, built from one settings object.
+
+Nothing is read from the environment here, so tests build apps with their own settings and
+databases side by side. Routers are modular (API v1, operations); later additions (GitHub
+webhooks, the web UI) mount next to them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+from sqlalchemy import Engine
+
+from cpci import __version__
+from cpci.schema import RunEnvelope
+from cpci.server.api import api_router, ops_router
+from cpci.server.core import errors
+from cpci.server.core.config import Settings
+from cpci.server.core.db import create_db_engine
+from cpci.server.core.metrics import Metrics, MetricsMiddleware
+from cpci.server.core.oidc import OidcVerifier
+from cpci.server.links import Links
+
+
+def create_app(
+    settings: Settings, *, engine: Engine | None = None, oidc_http: httpx.Client | None = None
+) -> FastAPI:
+    """The ASGI app. `engine` and `oidc_http` may be injected (tests); else made from settings."""
+    engine = engine or create_db_engine(settings.database_url)
+    own_http = oidc_http is None and settings.oidc_enabled
+    http = oidc_http or (httpx.Client() if settings.oidc_enabled else None)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        yield
+        if own_http and http is not None:
+            http.close()
+        engine.dispose()
+
+    app = FastAPI(
+        title="cpci result service",
+        version=__version__,
+        description="Stores per-config results of distributed GPU test runs and turns them into "
+        "verdicts: new failures, broken at base, flaky (with evidence), infra, fixed.",
+        lifespan=lifespan,
+    )
+    metrics = Metrics()
+    app.state.settings = settings
+    app.state.engine = engine
+    app.state.metrics = metrics
+    app.state.links = Links(settings.github_url)
+    app.state.oidc = (
+        OidcVerifier(
+            jwks_url=settings.oidc_jwks_url,
+            issuer=settings.oidc_issuer,
+            audience=settings.oidc_audience,
+            http=http,
+            cache_s=settings.oidc_jwks_cache_s,
+        )
+        if settings.oidc_audience is not None and http is not None
+        else None
+    )
+    errors.install(app)
+    app.include_router(ops_router)
+    app.include_router(api_router)
+    app.add_middleware(MetricsMiddleware, metrics=metrics)
+    _document_upload_body(app)
+    return app
+
+
+def _document_upload_body(app: FastAPI) -> None:
+    """The upload route reads its body itself (size limit, 400 on unknown versions), so its
+    schema is added to the OpenAPI components by hand."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = get_openapi(
+                title=app.title,
+                version=app.version,
+                description=app.description,
+                routes=app.routes,
+            )
+            body = RunEnvelope.model_json_schema(
+                by_alias=True, ref_template="#/components/schemas/{model}"
+            )
+            components = schema.setdefault("components", {}).setdefault("schemas", {})
+            components.update(body.pop("$defs", {}))
+            components["RunEnvelope"] = body
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

@@ -1,0 +1,65 @@
+"""The service's settings: one typed object, read from `CPCI_*` environment variables.
+
+Tests and `cpci serve` build a `Settings` and pass it to `create_app`; nothing below reads the
+environment on its own, so two apps with different settings can live in one process.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+GITHUB_OIDC_ISSUER = "https://token.actions.githubusercontent.com"
+
+
+class Settings(BaseSettings):
+    """Everything the service can be told. Env var names are the field names upper-cased with the
+    `CPCI_` prefix, e.g. `CPCI_DATABASE_URL`."""
+
+    model_config = SettingsConfigDict(env_prefix="CPCI_", extra="ignore", frozen=True)
+
+    database_url: str = Field(
+        default="sqlite:///cpci.db",
+        description="sqlite:///PATH (the default, WAL mode) or postgresql://USER@HOST/DB",
+    )
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=0, le=65535)
+    migrate_on_start: bool = Field(
+        default=True, description="apply Alembic migrations when `cpci serve` starts"
+    )
+    read_access: Literal["public", "token"] = Field(
+        default="public",
+        description="public: anyone may read results; token: reads need a token of the repository",
+    )
+    max_upload_bytes: int = Field(default=32 * 1024 * 1024, ge=1024)
+
+    oidc_audience: str | None = Field(
+        default=None, description="accept GitHub Actions OIDC tokens minted for this audience"
+    )
+    oidc_issuer: str = GITHUB_OIDC_ISSUER
+    oidc_jwks_url: str = f"{GITHUB_OIDC_ISSUER}/.well-known/jwks"
+    oidc_jwks_cache_s: float = Field(default=300.0, ge=0)
+
+    github_url: str = Field(default="https://github.com", description="for links to CI runs")
+
+    flaky_min_runs: int = Field(default=10, ge=1)
+    flaky_threshold: float = Field(default=0.1, gt=0, lt=1)
+    flaky_window: int = Field(default=50, ge=2, description="results per config looked at")
+    flaky_half_life: float = Field(default=20.0, gt=0, description="in results, newest first")
+    baseline_runs: int = Field(default=5, ge=1, description="base-branch runs for timings")
+    ancestor_depth: int = Field(default=50, ge=0, description="ancestors searched for a baseline")
+
+    @field_validator("database_url")
+    @classmethod
+    def _known_engine(cls, value: str) -> str:
+        if not value.startswith(("sqlite://", "postgresql://", "postgresql+psycopg://")):
+            raise ValueError(
+                f"CPCI_DATABASE_URL must start with sqlite:// or postgresql://, got {value!r}"
+            )
+        return value
+
+    @property
+    def oidc_enabled(self) -> bool:
+        return self.oidc_audience is not None

@@ -1,0 +1,58 @@
+"""Alembic, driven from code: `cpci db upgrade`, `cpci serve` and the tests all come here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine
+
+MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
+
+
+def alembic_config(url: str = "") -> Config:
+    """An Alembic config pointing at the bundled migrations (no alembic.ini needed)."""
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return config
+
+
+def upgrade(engine: Engine, revision: str = "head") -> None:
+    """Bring the database's tables to `revision` (all migrations by default), in one transaction."""
+    _run(engine, revision, command.upgrade)
+
+
+def downgrade(engine: Engine, revision: str) -> None:
+    _run(engine, revision, command.downgrade)
+
+
+def _run(engine: Engine, revision: str, action: object) -> None:
+    config = alembic_config()
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        action(config, revision)  # type: ignore[operator]
+
+
+def current_revision(engine: Engine) -> str | None:
+    with engine.connect() as connection:
+        return MigrationContext.configure(connection).get_current_revision()
+
+
+def head_revision() -> str:
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    assert head is not None, "the bundled migrations have a head"
+    return head
+
+
+def require_current(engine: Engine) -> None:
+    """Fail with the fix spelled out when the database is behind the code."""
+    current, head = current_revision(engine), head_revision()
+    if current != head:
+        raise RuntimeError(
+            f"the database is at migration {current or 'none'}, this cpci needs {head}: "
+            "run `cpci db upgrade` (with the same CPCI_DATABASE_URL) first"
+        )

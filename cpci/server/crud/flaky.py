@@ -1,0 +1,71 @@
+"""The repository's flaky configs: those that failed in recent runs and whose history, assessed
+by `analysis.flakiness`, earns the label (with its evidence)."""
+
+from __future__ import annotations
+
+from sqlmodel import Session, col, select
+
+from cpci.schema import FAILING_OUTCOMES
+from cpci.server.analysis.flakiness import FlakinessPolicy, assess_flakiness
+from cpci.server.core.config import Settings
+from cpci.server.crud.common import chunks
+from cpci.server.crud.history import observations
+from cpci.server.crud.runs import config_keys
+from cpci.server.links import Links
+from cpci.server.models import Repository, Result, Run
+from cpci.server.reports import FlakyConfig, FlakyList
+
+MAX_CANDIDATES = 500
+
+
+def flakiness_policy(settings: Settings) -> FlakinessPolicy:
+    return FlakinessPolicy(
+        min_runs=settings.flaky_min_runs,
+        threshold=settings.flaky_threshold,
+        half_life=settings.flaky_half_life,
+    )
+
+
+def flaky_configs(
+    *, session: Session, repo: Repository, window_runs: int, settings: Settings, links: Links
+) -> FlakyList:
+    run_ids = session.exec(
+        select(Run.id)
+        .where(Run.repository_id == repo.id)
+        .order_by(col(Run.id).desc())
+        .limit(window_runs)
+    ).all()
+    candidates: set[int] = set()
+    for chunk in chunks(list(run_ids)):
+        candidates.update(
+            session.exec(
+                select(Result.config_id)
+                .where(col(Result.run_id).in_(chunk))
+                .where(col(Result.outcome).in_(FAILING_OUTCOMES) | col(Result.flaky))
+                .distinct()
+            ).all()
+        )
+    chosen = sorted(candidates)[:MAX_CANDIDATES]
+    histories = observations(
+        session=session,
+        repo_name=repo.name,
+        config_ids=chosen,
+        window=settings.flaky_window,
+        links=links,
+    )
+    policy = flakiness_policy(settings)
+    keys = config_keys(session=session, ids=chosen)
+    found = []
+    for pk in chosen:
+        assessment = assess_flakiness(histories.get(pk, []), policy)
+        if assessment.flaky:
+            found.append(
+                FlakyConfig(
+                    config=keys[pk],
+                    config_pk=pk,
+                    history_url=links.history(repo.name, keys[pk]),
+                    assessment=assessment,
+                )
+            )
+    found.sort(key=lambda f: (-len(f.assessment.same_commit), -f.assessment.lower_bound))
+    return FlakyList(repository=repo.name, window_runs=window_runs, configs=found)

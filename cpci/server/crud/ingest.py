@@ -1,0 +1,172 @@
+"""Store one shard's upload: all of it in one transaction, or nothing.
+
+Idempotent by design: the shard's identity is (repository, CI run id, attempt, shard index) and
+its body is remembered by hash, so a retried upload stores nothing twice and a *different* body
+for the same shard is refused with the conflict named. Rows go in with bulk statements (Core
+executemany), not one ORM object per result: a shard can hold thousands of results.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sqlalchemy import insert
+from sqlmodel import Session, col, select
+
+from cpci.schema import RunEnvelope
+from cpci.server.core.errors import Conflict
+from cpci.server.crud.common import chunks, insert_missing
+from cpci.server.crud.repos import ensure_environment, ensure_repository
+from cpci.server.models import Config, Result, Run, Shard, utcnow
+
+#: Run fields every shard of a run must agree on.
+RUN_FIELDS = ("commit", "branch", "pull_request", "base_commit", "shard_total")
+
+
+@dataclass(frozen=True)
+class Ingested:
+    status: Literal["stored", "duplicate"]
+    run_id: int
+    shard_id: int
+    results: int
+
+
+def body_sha256(envelope: RunEnvelope) -> str:
+    """A hash of the upload's content, blind to key order and whitespace."""
+    canonical = json.dumps(envelope.model_dump(mode="json", by_alias=True), sort_keys=True)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def ingest_shard(*, session: Session, envelope: RunEnvelope, digest: str) -> Ingested:
+    """Store the shard (the caller commits). Raises Conflict, writing nothing, on a mismatch."""
+    repo_id = ensure_repository(session=session, name=envelope.repository)
+    run = _ensure_run(session=session, repo_id=repo_id, envelope=envelope)
+    assert run.id is not None
+    existing = session.exec(
+        select(Shard).where(Shard.run_id == run.id, Shard.shard_index == envelope.shard_index)
+    ).first()
+    if existing is not None:
+        assert existing.id is not None
+        if existing.body_sha256 != digest:
+            raise Conflict(
+                f"shard {envelope.shard_index} of run {envelope.ci_run_id} attempt "
+                f"{envelope.ci_attempt} was already uploaded with different content "
+                f"(stored sha256 {existing.body_sha256[:12]}, this body {digest[:12]}); "
+                "a rerun must upload under a new ci_attempt"
+            )
+        return Ingested("duplicate", run.id, existing.id, existing.result_count)
+    env_id = ensure_environment(session=session, environment=envelope.environment)
+    shard = Shard(
+        run_id=run.id,
+        shard_index=envelope.shard_index,
+        body_sha256=digest,
+        environment_id=env_id,
+        runner_name=envelope.runner_name,
+        runner_labels=list(envelope.runner_labels) or None,
+        started_at=envelope.started_at,
+        ended_at=envelope.ended_at,
+        result_count=len(envelope.results),
+    )
+    session.add(shard)
+    session.flush()
+    assert shard.id is not None
+    config_ids = _ensure_configs(session=session, repo_id=repo_id, envelope=envelope)
+    rows = [
+        {
+            "run_id": run.id,
+            "shard_id": shard.id,
+            "config_id": config_ids[r.config_id],
+            "environment_id": env_id,
+            "outcome": r.outcome,
+            "duration_s": r.duration_s,
+            "attempt": r.attempt,
+            "flaky": r.flaky,
+            "isolation": r.isolation,
+            "rank_errors": [e.model_dump() for e in r.rank_errors] or None,
+            "metrics": dict(r.metrics) or None,
+            "batch": r.batch.model_dump() if r.batch else None,
+        }
+        for r in envelope.results
+    ]
+    for chunk in chunks(rows, 5000):
+        session.execute(insert(Result), list(chunk))
+    return Ingested("stored", run.id, shard.id, len(rows))
+
+
+def _ensure_run(*, session: Session, repo_id: int, envelope: RunEnvelope) -> Run:
+    values: dict[str, Any] = {f: getattr(envelope, f) for f in RUN_FIELDS}
+    insert_missing(
+        session=session,
+        model=Run,
+        rows=[
+            {
+                "repository_id": repo_id,
+                "ci_run_id": envelope.ci_run_id,
+                "ci_attempt": envelope.ci_attempt,
+                "created_at": utcnow(),
+                **values,
+            }
+        ],
+        keys=["repository_id", "ci_run_id", "ci_attempt"],
+    )
+    run = session.exec(
+        select(Run).where(
+            Run.repository_id == repo_id,
+            Run.ci_run_id == envelope.ci_run_id,
+            Run.ci_attempt == envelope.ci_attempt,
+        )
+    ).one()
+    clashes = [
+        f"{f}: stored {getattr(run, f)!r}, sent {v!r}"
+        for f, v in values.items()
+        if getattr(run, f) != v
+    ]
+    if clashes:
+        raise Conflict(
+            f"run {envelope.ci_run_id} attempt {envelope.ci_attempt} of {envelope.repository} "
+            f"was recorded with other values ({'; '.join(clashes)}): every shard of a run must "
+            "carry the same run fields"
+        )
+    return run
+
+
+def _ensure_configs(*, session: Session, repo_id: int, envelope: RunEnvelope) -> dict[str, int]:
+    wanted: dict[str, dict[str, Any]] = {}
+    for r in envelope.results:
+        wanted.setdefault(
+            r.config_id,
+            {
+                "repository_id": repo_id,
+                "key": r.config_id,
+                "nodeid": r.nodeid,
+                "world_size": r.world_size,
+                "params": dict(r.params) or None,
+            },
+        )
+    ids: dict[str, int] = {}
+    keys = list(wanted)
+    for chunk in chunks(keys):
+        ids.update(_config_ids(session, repo_id, chunk))
+    missing = [wanted[k] for k in keys if k not in ids]
+    if missing:
+        insert_missing(
+            session=session,
+            model=Config,
+            rows=missing,
+            keys=["repository_id", "key"],
+        )
+        for chunk in chunks([m["key"] for m in missing]):
+            ids.update(_config_ids(session, repo_id, chunk))
+    return ids
+
+
+def _config_ids(session: Session, repo_id: int, keys: Any) -> dict[str, int]:
+    rows = session.exec(
+        select(Config.key, Config.id).where(
+            Config.repository_id == repo_id, col(Config.key).in_(keys)
+        )
+    )
+    return {key: pk for key, pk in rows if pk is not None}

@@ -1,0 +1,153 @@
+"""Load what a PR report needs, then hand it to the pure builder in `analysis.report`.
+
+Head: the newest commit the PR uploaded results for, every CI run on it merged by attempt.
+Baseline: the PR's base commit, or failing that its nearest first-parent ancestor with results.
+Timings are compared with the last few runs of the baseline's branch, not one noisy run.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+
+from sqlmodel import Session, col, select
+
+from cpci.server.analysis.report import ReportInputs, build_report, needs_history
+from cpci.server.analysis.verdicts import ResultView
+from cpci.server.core.config import Settings
+from cpci.server.core.errors import NotFound
+from cpci.server.crud.commits import ancestors
+from cpci.server.crud.common import chunks
+from cpci.server.crud.flaky import flakiness_policy
+from cpci.server.crud.history import observations
+from cpci.server.crud.runs import MergedRun, config_keys, merge_runs, results_of
+from cpci.server.links import Links
+from cpci.server.models import Repository, Result, Run
+from cpci.server.reports import BaselineInfo, PullRequestReport, ShardProgress
+
+
+def pull_request_report(
+    *, session: Session, repo: Repository, number: int, settings: Settings, links: Links
+) -> PullRequestReport:
+    latest = session.exec(
+        select(Run)
+        .where(Run.repository_id == repo.id, Run.pull_request == number)
+        .order_by(col(Run.id).desc())
+        .limit(1)
+    ).first()
+    if latest is None:
+        raise NotFound(f"no results for pull request #{number} of {repo.name} yet")
+    head_runs = merge_runs(
+        session=session,
+        runs=session.exec(
+            select(Run).where(
+                Run.repository_id == repo.id,
+                Run.pull_request == number,
+                Run.commit == latest.commit,
+            )
+        ).all(),
+    )
+    head = results_of(session=session, shards=[s for m in head_runs for s in m.shards.values()])
+    baseline, base_run = _baseline(
+        session, repo, latest.base_commit, settings.ancestor_depth, links
+    )
+    base = results_of(session=session, shards=base_run.shards.values()) if base_run else None
+    failing = [pk for pk, rs in head.items() if needs_history(rs)]
+    inputs = ReportInputs(
+        repository=repo.name,
+        pull_request=number,
+        head_commit=latest.commit,
+        head_runs=[m.ref(repo.name, links) for m in head_runs],
+        shards=_progress(head_runs),
+        baseline=baseline,
+        configs=config_keys(session=session, ids=head),
+        head=head,
+        base=base,
+        histories=observations(
+            session=session,
+            repo_name=repo.name,
+            config_ids=failing,
+            window=settings.flaky_window,
+            links=links,
+            exclude_commit=latest.commit,
+        ),
+        base_samples=_base_samples(session, base_run, settings.baseline_runs) if base_run else {},
+        history_url=lambda key: links.history(repo.name, key),
+    )
+    return build_report(inputs, flakiness_policy(settings))
+
+
+def _progress(runs: Sequence[MergedRun]) -> ShardProgress:
+    parts = [m.progress for m in runs]
+    missing = sorted({i for p in parts for i in p.missing})
+    return ShardProgress(
+        reported=sum(p.reported for p in parts),
+        expected=sum(p.expected for p in parts),
+        missing=missing,
+    )
+
+
+def _baseline(
+    session: Session, repo: Repository, base: str | None, depth: int, links: Links
+) -> tuple[BaselineInfo, MergedRun | None]:
+    if base is None:
+        note = "the upload named no base commit, so there is nothing to compare with"
+        return BaselineInfo(
+            requested_commit=None, used_commit=None, commits_behind=None, run=None, note=note
+        ), None
+    assert repo.id is not None
+    candidates = [base, *ancestors(session=session, repo_id=repo.id, commit=base, depth=depth)]
+    for behind, commit in enumerate(candidates):
+        runs = session.exec(
+            select(Run).where(Run.repository_id == repo.id, Run.commit == commit)
+        ).all()
+        complete = [m for m in merge_runs(session=session, runs=runs) if m.progress.complete]
+        if complete:
+            chosen = complete[0]
+            note = (
+                f"base {base[:12]}"
+                if behind == 0
+                else f"no results at base {base[:12]}; used ancestor {commit[:12]}, "
+                f"{behind} commit(s) behind"
+            )
+            info = BaselineInfo(
+                requested_commit=base,
+                used_commit=commit,
+                commits_behind=behind,
+                run=chosen.ref(repo.name, links),
+                note=note,
+            )
+            return info, chosen
+    searched = len(candidates) - 1
+    note = (
+        f"no complete run at base {base[:12]} nor any of the {searched} known ancestor(s)"
+        if searched
+        else f"no complete run at base {base[:12]} and no known ancestors of it"
+    )
+    info = BaselineInfo(
+        requested_commit=base, used_commit=None, commits_behind=None, run=None, note=note
+    )
+    return info, None
+
+
+def _base_samples(session: Session, base: MergedRun, count: int) -> dict[int, list[ResultView]]:
+    """Passing results of the last `count` branch runs up to the baseline run, for timings."""
+    run = base.latest
+    query = select(Run.id).where(Run.repository_id == run.repository_id)
+    if run.branch is not None and run.pull_request is None:
+        query = query.where(
+            Run.branch == run.branch, col(Run.pull_request).is_(None), col(Run.id) <= run.id
+        )
+    else:
+        query = query.where(Run.commit == run.commit)
+    run_ids = session.exec(query.order_by(col(Run.id).desc()).limit(count)).all()
+    out: dict[int, list[ResultView]] = defaultdict(list)
+    for chunk in chunks(list(run_ids)):
+        rows = session.exec(
+            select(Result.config_id, Result.duration_s, Result.metrics).where(
+                col(Result.run_id).in_(chunk), Result.outcome == "passed"
+            )
+        )
+        for config_id, duration, metrics in rows:
+            out[config_id].append(ResultView("passed", duration, metrics=dict(metrics or {})))
+    return out

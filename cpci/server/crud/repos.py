@@ -1,0 +1,48 @@
+"""Repositories and environments: looked up by name or fingerprint, created on first use."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from sqlmodel import Session, select
+
+from cpci.schema import Environment
+from cpci.server.core.errors import NotFound
+from cpci.server.crud.common import insert_missing
+from cpci.server.models import EnvironmentFingerprint, Repository
+
+
+def get_repository(*, session: Session, name: str) -> Repository:
+    repo = session.exec(select(Repository).where(Repository.name == name)).first()
+    if repo is None:
+        raise NotFound(f"no results for repository {name!r} yet: upload a run first")
+    return repo
+
+
+def ensure_repository(*, session: Session, name: str) -> int:
+    insert_missing(
+        session=session,
+        model=Repository,
+        rows=[{"name": name}],
+        keys=["name"],
+    )
+    repo_id = session.exec(select(Repository.id).where(Repository.name == name)).one()
+    assert repo_id is not None
+    return repo_id
+
+
+def fingerprint(environment: Environment) -> str:
+    data = environment.model_dump(mode="json")
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+def ensure_environment(*, session: Session, environment: Environment) -> int:
+    digest = fingerprint(environment)
+    row = {"fingerprint": digest, **environment.model_dump()}
+    insert_missing(session=session, model=EnvironmentFingerprint, rows=[row], keys=["fingerprint"])
+    env_id = session.exec(
+        select(EnvironmentFingerprint.id).where(EnvironmentFingerprint.fingerprint == digest)
+    ).one()
+    assert env_id is not None
+    return env_id

@@ -1,0 +1,157 @@
+"""CI runs as readers see them: all attempts of one CI run merged, shard by shard.
+
+"Re-run failed jobs" on GitHub makes a new attempt that uploads only the shards it reran, so a
+shard's results come from the latest attempt that uploaded it, and the run is complete once every
+shard index has been uploaded by some attempt.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlmodel import Session, col, select
+
+from cpci.schema import FAILING_OUTCOMES
+from cpci.server.analysis.infra import infra_signature
+from cpci.server.analysis.verdicts import ResultView, first_message
+from cpci.server.core.errors import NotFound
+from cpci.server.crud.common import chunks
+from cpci.server.links import Links
+from cpci.server.models import (
+    Config,
+    EnvironmentFingerprint,
+    EnvironmentPublic,
+    Repository,
+    Result,
+    Run,
+    Shard,
+)
+from cpci.server.reports import FailingConfig, RunRef, RunSummary, ShardProgress
+
+
+@dataclass(frozen=True)
+class MergedRun:
+    runs: Sequence[Run]  # every attempt, oldest first
+    shards: dict[int, Shard]  # shard index -> the latest attempt's upload of it
+
+    @property
+    def latest(self) -> Run:
+        return self.runs[-1]
+
+    @property
+    def progress(self) -> ShardProgress:
+        total = self.latest.shard_total
+        missing = [i for i in range(total) if i not in self.shards]
+        return ShardProgress(reported=total - len(missing), expected=total, missing=missing)
+
+    def ref(self, repository: str, links: Links) -> RunRef:
+        run = self.latest
+        return RunRef(
+            ci_run_id=run.ci_run_id,
+            ci_attempt=run.ci_attempt,
+            commit=run.commit,
+            branch=run.branch,
+            pull_request=run.pull_request,
+            url=links.run(repository, run.ci_run_id, run.ci_attempt),
+            api_url=links.api_run(repository, run.ci_run_id),
+            shards=self.progress,
+        )
+
+
+def merge_runs(*, session: Session, runs: Iterable[Run]) -> list[MergedRun]:
+    """Group attempts by CI run id (newest run first) and pick each shard's latest upload."""
+    by_ci: dict[str, list[Run]] = defaultdict(list)
+    for run in sorted(runs, key=lambda r: (r.ci_run_id, r.ci_attempt)):
+        by_ci[run.ci_run_id].append(run)
+    ids = [r.id for group in by_ci.values() for r in group]
+    shards: dict[int | None, list[Shard]] = defaultdict(list)
+    for chunk in chunks(ids):
+        for shard in session.exec(select(Shard).where(col(Shard.run_id).in_(chunk))):
+            shards[shard.run_id].append(shard)
+    merged = []
+    for group in by_ci.values():
+        chosen: dict[int, Shard] = {}
+        for run in group:  # oldest attempt first, so later attempts overwrite
+            for shard in shards[run.id]:
+                chosen[shard.shard_index] = shard
+        merged.append(MergedRun(group, chosen))
+    return sorted(merged, key=lambda m: -(m.latest.id or 0))
+
+
+def results_of(*, session: Session, shards: Iterable[Shard]) -> dict[int, list[ResultView]]:
+    """The results of the given shards, by config database id."""
+    out: dict[int, list[ResultView]] = defaultdict(list)
+    ids = [s.id for s in shards]
+    for chunk in chunks(ids):
+        rows = session.execute(
+            sa.select(
+                *(col(c) for c in (Result.config_id, Result.outcome, Result.duration_s,
+                                   Result.flaky, Result.rank_errors, Result.metrics))
+            ).where(col(Result.shard_id).in_(chunk))
+        ).tuples()  # fmt: skip
+        for config_id, outcome, duration, flaky, errors, metrics in rows:
+            out[config_id].append(
+                ResultView(outcome, duration, flaky, _messages(errors), metrics or {})
+            )
+    return out
+
+
+def _messages(errors: list[dict[str, Any]] | None) -> tuple[str, ...]:
+    if not errors:
+        return ()
+    return tuple(
+        text for e in errors for text in (e.get("message", ""), e.get("detail", "")) if text
+    )
+
+
+def config_keys(*, session: Session, ids: Iterable[int]) -> dict[int, str]:
+    out: dict[int, str] = {}
+    for chunk in chunks(list(ids)):
+        for pk, key in session.exec(select(Config.id, Config.key).where(col(Config.id).in_(chunk))):
+            if pk is not None:
+                out[pk] = key
+    return out
+
+
+def run_summary(*, session: Session, repo: Repository, ci_run_id: str, links: Links) -> RunSummary:
+    runs = session.exec(
+        select(Run).where(Run.repository_id == repo.id, Run.ci_run_id == ci_run_id)
+    ).all()
+    if not runs:
+        raise NotFound(f"no run {ci_run_id!r} in {repo.name}: has any shard been uploaded?")
+    merged = merge_runs(session=session, runs=runs)[0]
+    results = results_of(session=session, shards=merged.shards.values())
+    keys = config_keys(session=session, ids=results)
+    outcomes: Counter[str] = Counter(r.outcome for rs in results.values() for r in rs)
+    failing = []
+    for pk, rs in sorted(results.items(), key=lambda item: keys[item[0]]):
+        bad = [r for r in rs if r.outcome in FAILING_OUTCOMES]
+        if bad:
+            rule = infra_signature(bad[0].outcome, bad[0].messages)
+            failing.append(
+                FailingConfig(
+                    config=keys[pk],
+                    config_pk=pk,
+                    history_url=links.history(repo.name, keys[pk]),
+                    outcome=bad[0].outcome,
+                    message=first_message(bad),
+                    infra_rule=rule.name if rule else None,
+                )
+            )
+    env_ids = {s.environment_id for s in merged.shards.values()}
+    envs = session.exec(
+        select(EnvironmentFingerprint).where(col(EnvironmentFingerprint.id).in_(env_ids))
+    ).all()
+    return RunSummary(
+        repository=repo.name,
+        run=merged.ref(repo.name, links),
+        attempts=[r.ci_attempt for r in merged.runs],
+        environments=[EnvironmentPublic.model_validate(e, from_attributes=True) for e in envs],
+        outcomes=dict(sorted(outcomes.items())),
+        configs=len(results),
+        failing=failing,
+    )

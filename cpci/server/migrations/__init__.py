@@ -1,0 +1,1 @@
+"""Alembic migrations for the service's tables (bound to `SQLModel.metadata`)."""

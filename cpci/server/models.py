@@ -1,0 +1,186 @@
+"""Database tables and their public views, in the Base / table / Public families.
+
+A run is one CI run attempt of one repository; it arrives as shards, each holding the results of
+many configs. Results carry their run and config ids so the two hot queries (one config's history,
+one run's results) each walk a single index.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import JSON, BigInteger, Column, DateTime, Index, Integer, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+#: Named constraints, so migrations can alter them on SQLite (batch mode) and PostgreSQL alike.
+SQLModel.metadata.naming_convention = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+#: SQLite only auto-increments an INTEGER PRIMARY KEY; PostgreSQL gets a BIGINT.
+_BIG_ID = BigInteger().with_variant(Integer(), "sqlite")
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def as_utc(when: datetime) -> datetime:
+    """SQLite hands timestamps back without their zone; they were stored in UTC."""
+    return when if when.tzinfo is not None else when.replace(tzinfo=timezone.utc)
+
+
+def _when(**kwargs: Any) -> Any:
+    return Field(sa_type=DateTime(timezone=True), **kwargs)
+
+
+def _json(nullable: bool = True) -> Any:
+    return Field(default=None, sa_type=JSON, nullable=nullable)
+
+
+class RepositoryBase(SQLModel):
+    name: str = Field(max_length=200, unique=True, description="OWNER/REPO")
+
+
+class Repository(RepositoryBase, table=True):
+    id: int | None = Field(default=None, primary_key=True)
+    created_at: datetime = _when(default_factory=utcnow)
+
+
+class RepositoryPublic(RepositoryBase):
+    id: int
+
+
+class UploadTokenBase(SQLModel):
+    name: str = Field(default="", max_length=200, description="what the token is for")
+
+
+class UploadToken(UploadTokenBase, table=True):
+    """Only the SHA-256 of a token is kept: a database leak does not leak upload rights."""
+
+    __tablename__ = "upload_token"
+    id: int | None = Field(default=None, primary_key=True)
+    repository_id: int = Field(foreign_key="repository.id", index=True)
+    token_sha256: str = Field(max_length=64, unique=True)
+    created_at: datetime = _when(default_factory=utcnow)
+    revoked_at: datetime | None = _when(default=None, nullable=True)
+
+
+class UploadTokenPublic(UploadTokenBase):
+    id: int
+    repository: str
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+class EnvironmentBase(SQLModel):
+    python: str | None = Field(default=None, max_length=100)
+    torch: str | None = Field(default=None, max_length=100)
+    cuda: str | None = Field(default=None, max_length=100)
+    nccl: str | None = Field(default=None, max_length=100)
+    gpu: str | None = Field(default=None, max_length=200)
+    backend: str | None = Field(default=None, max_length=50)
+    platform: str | None = Field(default=None, max_length=200)
+
+
+class EnvironmentFingerprint(EnvironmentBase, table=True):
+    """One distinct environment; results on the same commit *and* environment are comparable."""
+
+    __tablename__ = "environment"
+    id: int | None = Field(default=None, primary_key=True)
+    fingerprint: str = Field(max_length=64, unique=True)
+
+
+class EnvironmentPublic(EnvironmentBase):
+    id: int
+
+
+class RunBase(SQLModel):
+    ci_run_id: str = Field(max_length=100)
+    ci_attempt: int = 1
+    commit: str = Field(max_length=64)
+    branch: str | None = Field(default=None, max_length=255)
+    pull_request: int | None = None
+    base_commit: str | None = Field(default=None, max_length=64)
+    shard_total: int = Field(description="shards expected")
+
+
+class Run(RunBase, table=True):
+    __table_args__ = (
+        UniqueConstraint("repository_id", "ci_run_id", "ci_attempt"),
+        Index("ix_run_repo_commit", "repository_id", "commit"),
+        Index("ix_run_repo_pull", "repository_id", "pull_request"),
+        Index("ix_run_repo_branch", "repository_id", "branch", "id"),
+    )
+    id: int | None = Field(default=None, primary_key=True)
+    repository_id: int = Field(foreign_key="repository.id")
+    created_at: datetime = _when(default_factory=utcnow)
+
+
+class Shard(SQLModel, table=True):
+    """One uploaded shard; its body hash makes re-uploads idempotent and conflicts detectable."""
+
+    __table_args__ = (UniqueConstraint("run_id", "shard_index"),)
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: int = Field(foreign_key="run.id")
+    shard_index: int
+    body_sha256: str = Field(max_length=64)
+    environment_id: int = Field(foreign_key="environment.id")
+    runner_name: str | None = Field(default=None, max_length=255)
+    runner_labels: list[str] | None = _json()
+    started_at: datetime | None = _when(default=None, nullable=True)
+    ended_at: datetime | None = _when(default=None, nullable=True)
+    result_count: int
+    uploaded_at: datetime = _when(default_factory=utcnow)
+
+
+class ConfigBase(SQLModel):
+    key: str = Field(max_length=2100, description="stable config id: NODEID@WORLD_SIZE")
+    nodeid: str = Field(max_length=2000)
+    world_size: int
+
+
+class Config(ConfigBase, table=True):
+    __table_args__ = (UniqueConstraint("repository_id", "key"),)
+    id: int | None = Field(default=None, primary_key=True)
+    repository_id: int = Field(foreign_key="repository.id")
+    params: dict[str, Any] | None = _json()
+
+
+class ConfigPublic(ConfigBase):
+    id: int
+    params: dict[str, Any] = {}
+
+
+class Result(SQLModel, table=True):
+    __table_args__ = (
+        Index("ix_result_config_id_id", "config_id", "id"),
+        Index("ix_result_run_id", "run_id"),
+        Index("ix_result_shard_id", "shard_id"),
+    )
+    id: int | None = Field(default=None, sa_column=Column(_BIG_ID, primary_key=True))
+    run_id: int = Field(foreign_key="run.id")
+    shard_id: int = Field(foreign_key="shard.id")
+    config_id: int = Field(foreign_key="config.id")
+    environment_id: int = Field(foreign_key="environment.id")
+    outcome: str = Field(max_length=16)
+    duration_s: float
+    attempt: int = 1
+    flaky: bool = False
+    isolation: str | None = Field(default=None, max_length=32)
+    rank_errors: list[dict[str, Any]] | None = _json()
+    metrics: dict[str, float] | None = _json()
+    batch: dict[str, int] | None = _json()
+
+
+class CommitParent(SQLModel, table=True):
+    """First-parent links, so a PR whose base was never tested can fall back to an ancestor."""
+
+    __tablename__ = "commit_parent"
+    repository_id: int = Field(foreign_key="repository.id", primary_key=True)
+    commit: str = Field(max_length=64, primary_key=True)
+    parent: str = Field(max_length=64)
