@@ -11,15 +11,13 @@ import sys
 from collections.abc import Sequence
 
 from cpci import __version__
-from cpci.cli import test_suite
+from cpci.cli import db, serve, test_suite, token
 
-COMMANDS = (test_suite,)
+COMMANDS = (test_suite, serve, db, token)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="cpci", description="CI for distributed GPU test suites."
-    )
+    parser = argparse.ArgumentParser(prog="cpci", description="CI for distributed GPU test suites.")
     parser.add_argument("--version", action="version", version=f"cpci {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS:

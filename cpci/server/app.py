@@ -31,6 +31,7 @@ def create_app(
     settings: Settings, *, engine: Engine | None = None, oidc_http: httpx.Client | None = None
 ) -> FastAPI:
     """The ASGI app. `engine` and `oidc_http` may be injected (tests); else made from settings."""
+    own_engine = engine is None
     engine = engine or create_db_engine(settings.database_url)
     own_http = oidc_http is None and settings.oidc_enabled
     http = oidc_http or (httpx.Client() if settings.oidc_enabled else None)
@@ -40,7 +41,8 @@ def create_app(
         yield
         if own_http and http is not None:
             http.close()
-        engine.dispose()
+        if own_engine:
+            engine.dispose()
 
     app = FastAPI(
         title="cpci result service",

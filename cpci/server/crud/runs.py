@@ -92,7 +92,7 @@ def results_of(*, session: Session, shards: Iterable[Shard]) -> dict[int, list[R
                 *(col(c) for c in (Result.config_id, Result.outcome, Result.duration_s,
                                    Result.flaky, Result.rank_errors, Result.metrics))
             ).where(col(Result.shard_id).in_(chunk))
-        ).tuples()  # fmt: skip
+        )  # fmt: skip
         for config_id, outcome, duration, flaky, errors, metrics in rows:
             out[config_id].append(
                 ResultView(outcome, duration, flaky, _messages(errors), metrics or {})

@@ -1,0 +1,83 @@
+"""`cpci token create|list|revoke`: per-repository upload tokens for the result service."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from typing import Any
+
+from cpci.cli.db import add_database_option, settings_from
+
+REPOSITORY = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")  # as cpci.schema.RunEnvelope.repository
+
+
+def register(sub: Any) -> None:
+    parser: argparse.ArgumentParser = sub.add_parser(
+        "token",
+        help="create, list or revoke upload tokens",
+        description="Example: cpci token create my-org/my-repo --name gpu-runners "
+        "(the token is printed once; only its hash is stored)",
+    )
+    parser.add_argument("action", choices=["create", "list", "revoke"])
+    parser.add_argument("target", nargs="?", help="OWNER/REPO (create, list) or a token id")
+    parser.add_argument("--name", default="", help="what the token is for")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    add_database_option(parser)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from sqlmodel import Session
+
+    from cpci.server.core.db import create_db_engine
+    from cpci.server.core.migrate import require_current
+    from cpci.server.crud import tokens
+
+    settings = settings_from(args)
+    engine = create_db_engine(settings.database_url)
+    try:
+        require_current(engine)
+        with Session(engine) as session:
+            if args.action == "create":
+                return _create(session, args, tokens)
+            if args.action == "list":
+                listed = tokens.list_tokens(session=session, repository=args.target)
+                for t in listed:
+                    state = f"revoked {t.revoked_at:%Y-%m-%d}" if t.revoked_at else "active"
+                    print(f"{t.id}\t{t.repository}\t{t.name or '-'}\t{state}")
+                return 0
+            if not (args.target or "").isdigit():
+                print("cpci token revoke needs a token id (see `cpci token list`)", file=sys.stderr)
+                return 2
+            revoked = tokens.revoke_token(session=session, token_id=int(args.target))
+            session.commit()
+            print(f"token {args.target} {'revoked' if revoked else 'not found or already revoked'}")
+            return 0 if revoked else 1
+    except RuntimeError as exc:
+        print(f"cpci token: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        engine.dispose()
+
+
+def _create(session: Any, args: argparse.Namespace, tokens: Any) -> int:
+    repository = args.target or ""
+    if not REPOSITORY.fullmatch(repository):
+        print(f"cpci token create needs OWNER/REPO, got {repository!r}", file=sys.stderr)
+        return 2
+    created = tokens.create_token(session=session, repository=repository, name=args.name)
+    session.commit()
+    if args.json:
+        print(
+            json.dumps({"id": created.public.id, "repository": repository, "token": created.token})
+        )
+    else:
+        print(created.token)
+        print(
+            f"token {created.public.id} for {repository}: store it as a CI secret now, "
+            "it is not shown again",
+            file=sys.stderr,
+        )
+    return 0

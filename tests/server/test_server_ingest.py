@@ -1,0 +1,180 @@
+"""Uploading shards: stored once, conflicts named, bad input refused with nothing written."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+from conftest import ClientFactory
+from fastapi.testclient import TestClient
+from service_builders import REPO, envelope, record, upload
+from sqlalchemy import Engine, func
+from sqlalchemy.exc import OperationalError
+from sqlmodel import Session, select
+
+from cpci.server.models import Config, Result, Run, Shard
+
+
+def counts(engine: Engine) -> dict[str, int]:
+    with Session(engine) as session:
+        return {
+            model.__name__: session.exec(select(func.count()).select_from(model)).one()
+            for model in (Run, Shard, Config, Result)
+        }
+
+
+def test_upload_stores_every_result_with_its_details(client: TestClient, engine: Engine) -> None:
+    body = envelope(
+        [
+            record("p2p", metrics={"max_abs_err": 1e-3}, params={"comm": "p2p"}),
+            record("a2a", "crashed", message="rank 1 died", duration_s=3.5, attempt=2),
+        ],
+        shard_total=2,
+    )
+    receipt = upload(client, body)
+    assert receipt["status"] == "stored"
+    assert receipt["results"] == 2
+    assert receipt["shards"]["text"] == "1/2 shards reported"
+    assert receipt["shards"]["missing"] == [1]
+    with Session(engine) as session:
+        rows = session.exec(select(Result).order_by(Result.id)).all()  # type: ignore[arg-type]
+        assert [(r.outcome, r.attempt, r.duration_s) for r in rows] == [
+            ("passed", 1, 1.0),
+            ("crashed", 2, 3.5),
+        ]
+        assert rows[0].metrics == {"max_abs_err": 1e-3}
+        assert rows[1].rank_errors is not None
+        assert rows[1].rank_errors[0]["message"] == "rank 1 died"
+        config = session.exec(select(Config).where(Config.id == rows[0].config_id)).one()
+        assert config.params == {"comm": "p2p"}
+
+
+def test_same_shard_twice_stores_nothing_twice(client: TestClient, engine: Engine) -> None:
+    body = envelope([record("p2p"), record("a2a")])
+    upload(client, body)
+    before = counts(engine)
+    # Key order and whitespace do not matter: the content does.
+    again = client.post(
+        "/api/v1/uploads",
+        content=__import__("json").dumps(dict(reversed(list(body.items())))),
+        headers={"content-type": "application/json"},
+    )
+    assert again.status_code == 200, again.text
+    assert again.json()["status"] == "duplicate"
+    assert counts(engine) == before
+
+
+def test_different_body_for_same_shard_is_a_conflict(client: TestClient, engine: Engine) -> None:
+    upload(client, envelope([record("p2p")]))
+    before = counts(engine)
+    response = client.post("/api/v1/uploads", json=envelope([record("p2p", "failed")]))
+    assert response.status_code == 409
+    assert "shard 0 of run 100 attempt 1" in response.json()["detail"]
+    assert "new ci_attempt" in response.json()["detail"]
+    assert counts(engine) == before
+
+
+def test_shards_disagreeing_on_run_fields_conflict(client: TestClient) -> None:
+    upload(client, envelope([record("p2p")], shard_total=2))
+    response = client.post(
+        "/api/v1/uploads", json=envelope([record("a2a")], shard_index=1, shard_total=3)
+    )
+    assert response.status_code == 409
+    assert "shard_total: stored 2, sent 3" in response.json()["detail"]
+
+
+def test_oversized_upload_is_413_and_writes_nothing(
+    make_client: ClientFactory, token: str, engine: Engine
+) -> None:
+    client = make_client(max_upload_bytes=2048)
+    client.headers["Authorization"] = f"Bearer {token}"
+    response = client.post("/api/v1/uploads", json=envelope([record(f"c{i}") for i in range(50)]))
+    assert response.status_code == 413
+    assert "CPCI_MAX_UPLOAD_BYTES" in response.json()["detail"]
+    assert counts(engine)["Result"] == 0
+
+
+@pytest.mark.parametrize(
+    ("body", "path"),
+    [
+        (envelope([record("p2p", outcome="exploded")]), "results[0].outcome"),
+        (envelope([record("p2p", duration_s=-1)]), "results[0].duration_s"),
+        (envelope([record("p2p")], commit="not-a-sha"), "commit"),
+        (envelope([record("p2p")], shard_index=2, shard_total=2), "shard_index"),
+        (envelope([record("p2p", surprise=1)]), "results[0].surprise"),
+    ],
+)
+def test_schema_errors_are_422_with_the_field_path(
+    client: TestClient, engine: Engine, body: dict[str, Any], path: str
+) -> None:
+    response = client.post("/api/v1/uploads", json=body)
+    assert response.status_code == 422, response.text
+    assert path in [e["path"] for e in response.json()["errors"]]
+    assert response.json()["detail"].startswith(path)
+    assert counts(engine)["Run"] == 0
+
+
+def test_not_json_is_422(client: TestClient) -> None:
+    response = client.post(
+        "/api/v1/uploads", content=b"{nope", headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 422
+    assert response.json()["code"] == "invalid_payload"
+
+
+@pytest.mark.parametrize(
+    ("body", "named"),
+    [
+        ({**envelope([record("p2p")]), "schema": "cpci.run/2"}, "cpci.run/1"),
+        (envelope([{**record("p2p"), "schema": "cpci.result/9"}]), "cpci.result/1"),
+    ],
+)
+def test_unknown_schema_version_is_400_naming_the_supported(
+    client: TestClient, body: dict[str, Any], named: str
+) -> None:
+    response = client.post("/api/v1/uploads", json=body)
+    assert response.status_code == 400
+    assert response.json()["code"] == "unsupported_schema"
+    assert named in response.json()["detail"]
+
+
+def test_failure_mid_upload_writes_nothing(
+    client: TestClient, engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import cpci.server.crud.ingest as ingest
+
+    real = ingest._ensure_configs
+
+    def configs_then_outage(**kwargs: Any) -> dict[str, int]:
+        real(**kwargs)  # the run, shard and configs are written by now...
+        raise OperationalError("INSERT", {}, Exception("disk I/O error"))
+
+    monkeypatch.setattr(ingest, "_ensure_configs", configs_then_outage)
+    response = client.post("/api/v1/uploads", json=envelope([record("p2p")]))
+    assert response.status_code == 503
+    assert "retry" in response.json()["detail"]
+    assert counts(engine) == {"Run": 0, "Shard": 0, "Config": 0, "Result": 0}
+
+
+def test_concurrent_shards_of_a_new_run_are_all_stored(client: TestClient, engine: Engine) -> None:
+    total = 6
+    statuses: list[int] = []
+    barrier = threading.Barrier(total)
+
+    def send(index: int) -> None:
+        body = envelope(
+            [record("shared"), record(f"own{index}")], shard_index=index, shard_total=total
+        )
+        barrier.wait()
+        statuses.append(client.post("/api/v1/uploads", json=body).status_code)
+
+    threads = [threading.Thread(target=send, args=(i,)) for i in range(total)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert statuses == [201] * total
+    assert counts(engine) == {"Run": 1, "Shard": total, "Config": total + 1, "Result": 2 * total}
+    runs = client.get(f"/api/v1/repos/{REPO}/runs/100").json()
+    assert runs["run"]["shards"]["text"] == f"{total}/{total} shards reported"
