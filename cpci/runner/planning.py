@@ -60,7 +60,8 @@ def spec_for(item: pytest.Item, *, default_timeout: float, backend: str) -> Conf
     unknown = set(kwargs) - _MARKER_KEYS
     if unknown:
         raise PlanningError(
-            f"cpci marker got unknown argument(s) {sorted(unknown)}; it takes {sorted(_MARKER_KEYS)}"
+            f"cpci marker got unknown argument(s) {sorted(unknown)}; "
+            f"it takes {sorted(_MARKER_KEYS)}"
         )
     world_size = kwargs.get("world_size")
     if not isinstance(world_size, int) or isinstance(world_size, bool) or world_size < 1:

@@ -66,7 +66,9 @@ def pytest_runtest_protocol(item: pytest.Item) -> bool | None:
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+def pytest_runtest_makereport(
+    item: pytest.Item,
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     # Only tests that run in this process get here: the unmarked ones.
     report = yield
     session = _session(item.config)
@@ -82,7 +84,9 @@ def pytest_report_teststatus(report: pytest.TestReport) -> tuple[str, str, str] 
     return None
 
 
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, config: pytest.Config
+) -> None:
     session = _session(config)
     if session is None or session.settings.plan_only:
         return

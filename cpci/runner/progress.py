@@ -46,9 +46,11 @@ class RunStats:
                 ("crashed", self.crashed),
                 ("timed out", self.timed_out),
                 ("flaky (failed, then passed alone)", self.flaky),
-                ("order-dependent (pass alone, fail after their predecessors)",
-                 self.order_dependent),
-            ):  # fmt: skip
+                (
+                    "order-dependent (pass alone, fail after their predecessors)",
+                    self.order_dependent,
+                ),
+            ):
                 if nodeids:
                     lines.append(f"{len(nodeids)} {label}:")
                     lines.extend(f"  {n}" for n in nodeids)

@@ -67,7 +67,9 @@ class RankPlugin:
         for position, config in enumerate(self._plan):
             item = self._items.get(config["nodeid"])
             following = self._plan[position + 1 :]
-            nextitem = next((self._items[c["nodeid"]] for c in following if c["nodeid"] in self._items), None)
+            nextitem = next(
+                (self._items[c["nodeid"]] for c in following if c["nodeid"] in self._items), None
+            )
             self._run_config(config["index"], config["nodeid"], item, nextitem)
         return True
 
@@ -88,26 +90,59 @@ class RankPlugin:
             payload = self._payload(local)
         # The local errors ride along in the journal: if another rank then hangs, the parent can
         # still show why this one failed.
-        end = {"ev": "end", "i": index, "t": time.time(), "outcome": local, "errors": payload["errors"]}
+        end = {
+            "ev": "end",
+            "i": index,
+            "t": time.time(),
+            "outcome": local,
+            "errors": payload["errors"],
+        }
         self._journal.write(end)
         self._agree(index, payload, started)
 
     def _payload(self, local: str) -> dict[str, Any]:
         assert self._config is not None
         hook = self._config.hook
-        reports = [hook.pytest_report_to_serializable(config=self._config, report=r) for r in self._reports]
+        reports = [
+            hook.pytest_report_to_serializable(config=self._config, report=r) for r in self._reports
+        ]
         errors = [
-            {"rank": self._context.rank, "phase": r.when, "message": outcomes.first_line(r.longreprtext), "detail": r.longreprtext}
+            {
+                "rank": self._context.rank,
+                "phase": r.when,
+                "message": outcomes.first_line(r.longreprtext),
+                "detail": r.longreprtext,
+            }
             for r in self._reports
             if r.failed
         ]
-        return {"rank": self._context.rank, "outcome": local, "reports": reports, "errors": errors, "metrics": self._context.metrics}
+        return {
+            "rank": self._context.rank,
+            "outcome": local,
+            "reports": reports,
+            "errors": errors,
+            "metrics": self._context.metrics,
+        }
 
     def _not_collected(self, nodeid: str) -> dict[str, Any]:
-        why = "\n".join(self._collect_errors) or "no such test in this process (is its parametrization deterministic?)"
+        why = (
+            "\n".join(self._collect_errors)
+            or "no such test in this process (is its parametrization deterministic?)"
+        )
         text = f"{nodeid} was not collected inside the world: {why}"
-        error = {"rank": self._context.rank, "phase": "setup", "message": outcomes.first_line(text), "detail": text}
-        return {"rank": self._context.rank, "outcome": "error", "reports": [], "errors": [error], "metrics": {}}
+        error = {
+            "rank": self._context.rank,
+            "phase": "setup",
+            "message": outcomes.first_line(text),
+            "detail": text,
+        }
+        return {
+            "rank": self._context.rank,
+            "outcome": "error",
+            "reports": [],
+            "errors": [error],
+            "metrics": {},
+        }
 
     def _agree(self, index: int, payload: dict[str, Any], started: float) -> None:
         import torch
@@ -125,11 +160,17 @@ class RankPlugin:
         self._outcomes.write({**record, "backend": self._context.backend})
 
 
-def _agreed_record(index: int, ranks: list[dict[str, Any]], ok: bool, started: float) -> dict[str, Any]:
+def _agreed_record(
+    index: int, ranks: list[dict[str, Any]], ok: bool, started: float
+) -> dict[str, Any]:
     merged = outcomes.merge([r["outcome"] for r in ranks])
     assert ok == (merged not in outcomes.FAILING), "all_reduce and gathered outcomes disagree"
     # Reports shown to the user: rank 0's, or those of the first rank with the agreed outcome.
-    shown = next(r for r in ranks if r["outcome"] == merged) if merged != ranks[0]["outcome"] else ranks[0]
+    shown = (
+        next(r for r in ranks if r["outcome"] == merged)
+        if merged != ranks[0]["outcome"]
+        else ranks[0]
+    )
     metrics: dict[str, float] = {}
     for r in ranks:
         for name, value in r["metrics"].items():

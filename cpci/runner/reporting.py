@@ -10,6 +10,7 @@ import os
 import threading
 import time
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
@@ -30,7 +31,7 @@ def item_reports(item: pytest.Item, delivery: Delivery) -> list[pytest.TestRepor
         ]
         for report in reports:
             if isinstance(report.longrepr, list):  # a skip's (path, line, reason), via JSON
-                report.longrepr = tuple(report.longrepr)  # type: ignore[assignment]
+                report.longrepr = tuple(report.longrepr)
         failing = [r for r in reports if r.failed]
         if failing and len({e.rank for e in record.rank_errors}) > 1:
             failing[0].longrepr = _rank_text(record)
@@ -44,7 +45,10 @@ def item_reports(item: pytest.Item, delivery: Delivery) -> list[pytest.TestRepor
             if record.batch
             else "no world"
         )
-        info = f"outcome {record.outcome} on {record.world_size} ranks, {where}, attempt {record.attempt}"
+        info = (
+            f"outcome {record.outcome} on {record.world_size} ranks, {where}, "
+            f"attempt {record.attempt}"
+        )
         if ranks:
             info += f"; failing ranks: {', '.join(map(str, ranks))}"
         if delivery.note:
@@ -64,11 +68,23 @@ def synthesized(
     """Reports for a config no rank reported on: it crashed, hung, or could not be planned."""
     now = time.time()
 
-    def report(when: str, result: str, longrepr: str | None, seconds: float) -> pytest.TestReport:
+    def report(
+        when: Literal["setup", "call", "teardown"],
+        result: Literal["passed", "failed"],
+        longrepr: str | None,
+        seconds: float,
+    ) -> pytest.TestReport:
         return pytest.TestReport(
-            item.nodeid, item.location, dict.fromkeys(item.keywords, 1), result,  # type: ignore[arg-type]
-            longrepr, when, duration=seconds, start=now - seconds, stop=now,  # type: ignore[arg-type]
-        )  # fmt: skip
+            item.nodeid,
+            item.location,
+            dict.fromkeys(item.keywords, 1),
+            result,
+            longrepr,
+            when,
+            duration=seconds,
+            start=now - seconds,
+            stop=now,
+        )
 
     if outcome == "error":
         return [report("setup", "failed", text, duration), report("teardown", "passed", None, 0.0)]
@@ -85,7 +101,9 @@ def _rank_text(record: ResultRecord) -> str:
     parts = [headline] if headline else []
     for error in record.rank_errors:
         who = "world" if error.rank < 0 else f"rank {error.rank}"
-        parts.append(f"---------- {who} ({error.phase}) ----------\n{error.detail or error.message}")
+        parts.append(
+            f"---------- {who} ({error.phase}) ----------\n{error.detail or error.message}"
+        )
     return "\n".join(parts) or record.outcome
 
 

@@ -18,7 +18,7 @@ from typing import Any
 from cpci.runner.planning import Batch, ConfigSpec
 from cpci.runner.progress import RunStats
 from cpci.runner.world import World, WorldFailure, WorldLaunch, WorldResult
-from cpci.schema import FAILING_OUTCOMES, BatchInfo, RankError, ResultRecord
+from cpci.schema import FAILING_OUTCOMES, BatchInfo, Outcome, RankError, ResultRecord
 
 
 @dataclass(frozen=True)
@@ -133,15 +133,27 @@ class Scheduler:
                     self._give_up(spec, batch, 0, f"cpci scheduler error: {exc!r}")
 
     def _run_batch(self, batch: Batch) -> None:
-        results = self._run_in_worlds(batch, list(batch.configs), attempt=1, respawns=self._max_respawns)
+        results = self._run_in_worlds(
+            batch, list(batch.configs), attempt=1, respawns=self._max_respawns
+        )
         for outcome in results.values():
-            if self._isolate and outcome.shared and outcome.delivery.record.outcome in FAILING_OUTCOMES:
+            if (
+                self._isolate
+                and outcome.shared
+                and outcome.delivery.record.outcome in FAILING_OUTCOMES
+            ):
                 self._isolate_one(batch, outcome.delivery.spec, outcome)
             else:
                 self._deliver(replace(outcome.delivery, final=True, written=True))
 
     def _run_in_worlds(
-        self, batch: Batch, specs: list[ConfigSpec], *, attempt: int, respawns: int, log: bool = True
+        self,
+        batch: Batch,
+        specs: list[ConfigSpec],
+        *,
+        attempt: int,
+        respawns: int,
+        log: bool = True,
     ) -> dict[str, _Ran]:
         """Run `specs` in order, in as few fresh worlds as crashes and hangs allow."""
         results: dict[str, _Ran] = {}
@@ -155,12 +167,22 @@ class Scheduler:
             failure = result.failure
             if failure is None:
                 for spec in remaining:
-                    results[spec.nodeid] = self._failed(batch, spec, world_no, attempt, order, None, log,
-                                                 "the world ended without running this config")  # fmt: skip
+                    results[spec.nodeid] = self._failed(
+                        batch,
+                        spec,
+                        world_no,
+                        attempt,
+                        order,
+                        None,
+                        log,
+                        "the world ended without running this config",
+                    )
                 break
             if failure.culprit is not None:
                 spec = configs[failure.culprit]
-                results[spec.nodeid] = self._failed(batch, spec, world_no, attempt, order, failure, log)
+                results[spec.nodeid] = self._failed(
+                    batch, spec, world_no, attempt, order, failure, log
+                )
                 remaining.remove(spec)
             never_ran = failure.culprit is None and not result.finished
             if never_ran or world_no >= respawns:
@@ -170,8 +192,9 @@ class Scheduler:
                     else f"the batch gave up after {respawns} respawn(s)"
                 )
                 for spec in remaining:
-                    results[spec.nodeid] = self._failed(batch, spec, world_no, attempt, order, failure, log,
-                                                 f"not run: {why}")  # fmt: skip
+                    results[spec.nodeid] = self._failed(
+                        batch, spec, world_no, attempt, order, failure, log, f"not run: {why}"
+                    )
                 break
             world_no += 1
             with self.stats.lock:
@@ -241,6 +264,7 @@ class Scheduler:
         log: bool,
         why: str | None = None,
     ) -> _Ran:
+        outcome: Outcome
         if why is None and failure is not None:  # the config in flight when the world ended
             outcome = failure.kind
             errors = failure.errors
@@ -280,12 +304,16 @@ class Scheduler:
             self._finish(alone.delivery, "fails-alone", "failed in a shared world and again alone")
             return
         if first.before:
-            replay = self._run_in_worlds(batch, [*first.before, spec], attempt=3, respawns=0, log=False)
+            replay = self._run_in_worlds(
+                batch, [*first.before, spec], attempt=3, respawns=0, log=False
+            )
             again = replay.get(spec.nodeid)
             if again is not None and again.delivery.record.outcome in FAILING_OUTCOMES:
                 names = ", ".join(s.nodeid for s in first.before)
-                note = (f"ORDER-DEPENDENT: passes alone, but fails again after the configs that ran "
-                        f"before it in its world: {names}")  # fmt: skip
+                note = (
+                    f"ORDER-DEPENDENT: passes alone, but fails again after the configs that ran "
+                    f"before it in its world: {names}"
+                )
                 self._deliver(alone.delivery)
                 self._finish(again.delivery, "order-dependent", note)
                 with self.stats.lock:
@@ -310,4 +338,3 @@ class _Ran:
 
 def _before(order: list[ConfigSpec], spec: ConfigSpec) -> list[ConfigSpec]:
     return order[: order.index(spec)]
-

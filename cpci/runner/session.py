@@ -86,7 +86,9 @@ class BatchedSession:
         self.stats.total = len(self.specs)
 
     def plan_lines(self) -> list[str]:
-        shard = "" if self.settings.shard is None else " in shard {}/{}".format(*self.settings.shard)
+        shard = (
+            "" if self.settings.shard is None else " in shard {}/{}".format(*self.settings.shard)
+        )
         lines = [
             f"cpci plan{shard}: {len(self.specs)} config(s) in {len(self.batches)} world(s) "
             f"(batch size {self.settings.batch_size}, {self.settings.workers} at once)"
@@ -126,9 +128,16 @@ class BatchedSession:
     def _worker_args(self) -> list[str]:
         """The parent's pytest options that shape collection, minus output and caching."""
         option = self.config.option
-        args = [f"--rootdir={self.config.rootpath}", "-p", "no:cacheprovider", "-p", "no:terminal",
-                # The rank imported cpci before pytest started; its own modules need no rewriting.
-                "-W", "ignore::pytest.PytestAssertRewriteWarning"]  # fmt: skip
+        args = [
+            f"--rootdir={self.config.rootpath}",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:terminal",
+            # The rank imported cpci before pytest started; its own modules need no rewriting.
+            "-W",
+            "ignore::pytest.PytestAssertRewriteWarning",
+        ]
         if self.config.inipath:
             args.append(f"--config-file={self.config.inipath}")
         for plugin in option.plugins or []:
@@ -177,20 +186,20 @@ class BatchedSession:
         interval = self.settings.progress_interval
         with self._arrived:
             while nodeid not in self._final:
-                if not self._arrived.wait_for(lambda: nodeid in self._final, timeout=interval):
-                    if reporter is not None:
-                        reporter.write_line(self.stats.progress_line())
+                arrived = self._arrived.wait_for(lambda: nodeid in self._final, timeout=interval)
+                if not arrived and reporter is not None:
+                    reporter.write_line(self.stats.progress_line())
             return self._final.pop(nodeid)
 
     def record_plain(self, report: pytest.TestReport) -> None:
-        """Results-file records for tests without the cpci marker (they run in the parent)."""
-        if self._results is None or report.nodeid in self.specs:
-            return
+        """Durations and results records for unmarked tests (they run in the parent)."""
         self._plain.setdefault(report.nodeid, []).append(report)
         if report.when != "teardown":
             return
         reports = self._plain.pop(report.nodeid)
         self.durations[report.nodeid] = sum(r.duration for r in reports)
+        if self._results is None:
+            return
         self._results.append(
             ResultRecord(
                 nodeid=report.nodeid,
@@ -243,4 +252,3 @@ def _visible_gpus(backend: str) -> int:
     import torch
 
     return int(torch.cuda.device_count())
-

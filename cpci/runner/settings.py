@@ -19,10 +19,6 @@ import pytest
 BACKENDS = ("auto", "gloo", "nccl")
 
 
-class SettingError(pytest.UsageError):
-    """A setting has a bad value; the message names the setting, the value and its source."""
-
-
 def _int_at_least(minimum: int) -> Callable[[str], int]:
     def parse(text: str) -> int:
         try:
@@ -138,8 +134,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "durations",
         "--cpci-durations",
-        "file of recorded per-config durations used to balance shards "
-        "(default: pytest's cache)",
+        "file of recorded per-config durations used to balance shards (default: pytest's cache)",
         Path,
         None,
         env="CPCI_DURATIONS",
@@ -199,9 +194,12 @@ def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("cpci", "cpci batched distributed runner")
     for option in OPTIONS:
         group.addoption(
-            option.flag, dest=f"cpci_{option.dest}", metavar=option.metavar,
-            default=None, help=option.help_text(),
-        )  # fmt: skip
+            option.flag,
+            dest=f"cpci_{option.dest}",
+            metavar=option.metavar,
+            default=None,
+            help=option.help_text(),
+        )
         if option.ini:
             parser.addini(option.ini, help=option.help, default=None)
     group.addoption(
@@ -232,7 +230,7 @@ def resolve(config: pytest.Config, environ: dict[str, str] | None = None) -> Run
         try:
             values[option.dest] = option.parse(raw)
         except ValueError as exc:
-            raise SettingError(f"{option.flag} {exc}, got {raw!r} (from {source})") from None
+            raise pytest.UsageError(f"{option.flag} {exc}, got {raw!r} (from {source})") from None
     return RunnerSettings(
         isolate_failures=bool(config.getoption("cpci_isolate_failures")),
         plan_only=bool(config.getoption("cpci_plan")),

@@ -75,7 +75,7 @@ def main() -> None:
     if not _wait_child_or_owner(child, owner_pid):
         child.kill()
     code = child.wait()
-    status = {"rank": rank, "pid": child.pid, "returncode": code}
+    status: dict[str, int | str] = {"rank": rank, "pid": child.pid, "returncode": code}
     if code < 0:
         status["signal"] = signal.Signals(-code).name
     (world_dir / f"rank-{rank}.exit").write_text(json.dumps(status))

@@ -41,7 +41,9 @@ def _init_world(backend: str, timeout_s: float) -> tuple[DistContext, Any]:
     # billed to the first config.
     dist.barrier()
     dist.barrier(group=control_group)
-    dist.gather_object(None, [None] * dist.get_world_size() if dist.get_rank() == 0 else None, group=control_group)
+    dist.gather_object(
+        None, [None] * dist.get_world_size() if dist.get_rank() == 0 else None, group=control_group
+    )
     context = DistContext(
         rank=dist.get_rank(),
         world_size=dist.get_world_size(),

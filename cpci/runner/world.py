@@ -136,11 +136,17 @@ class World:
         env.setdefault("OMP_NUM_THREADS", "1")  # also silences torchrun's banner about it
         env.setdefault("PYTHONUNBUFFERED", "1")
         command = [
-            sys.executable, "-m", "torch.distributed.run",
-            "--standalone", f"--nproc-per-node={self.world_size}", "--max-restarts=0",
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            f"--nproc-per-node={self.world_size}",
+            "--max-restarts=0",
             "--monitor-interval=0.05",
-            "-m", "cpci.runner.shim", str(self.dir),
-        ]  # fmt: skip
+            "-m",
+            "cpci.runner.shim",
+            str(self.dir),
+        ]
         with open(self.dir / "torchrun.log", "wb") as log:
             return subprocess.Popen(
                 command,
@@ -156,8 +162,9 @@ class World:
         current = watch.in_flight()
         if current is None:
             if watch.first_begin is None and now - launched > self.launch.start_timeout_s:
-                return self._timeout(watch, None, f"the world did not start within "
-                                     f"{self.launch.start_timeout_s:g} s")  # fmt: skip
+                return self._timeout(
+                    watch, None, f"the world did not start within {self.launch.start_timeout_s:g} s"
+                )
             return None
         index, began = current
         limit = self.configs[index].timeout
@@ -174,13 +181,17 @@ class World:
                 state = f"rank {rank} finished the config itself ({local['outcome']})"
                 detail = "".join(e["detail"] for e in local.get("errors", []))
             else:
-                state = f"rank {rank} was still inside the config" if culprit is not None else (
-                    f"rank {rank} had not started running configs")
+                state = (
+                    f"rank {rank} was still inside the config"
+                    if culprit is not None
+                    else (f"rank {rank} had not started running configs")
+                )
                 detail = ""
             text = f"{why}; {state}.\n{detail}\n--- Python stacks of rank {rank} ---\n"
             text += stacks.get(rank, "(no stacks: the rank had not started up)\n")
-            errors.append(RankError(rank=rank, phase="world", message=f"{why}; {state}",
-                                    detail=text))  # fmt: skip
+            errors.append(
+                RankError(rank=rank, phase="world", message=f"{why}; {state}", detail=text)
+            )
         return WorldFailure("timeout", culprit, self._elapsed(watch, culprit), errors)
 
     def _dump_stacks(self, watch: _Watch) -> dict[int, str]:
@@ -213,15 +224,27 @@ class World:
         for rank in range(self.world_size):
             status = statuses[rank]
             tail = _tail(self.dir / f"rank-{rank}.log")
-            errors.append(RankError(rank=rank, phase="world", message=status,
-                                    detail=f"{status}\n--- end of rank-{rank}.log ---\n{tail}"))  # fmt: skip
+            errors.append(
+                RankError(
+                    rank=rank,
+                    phase="world",
+                    message=status,
+                    detail=f"{status}\n--- end of rank-{rank}.log ---\n{tail}",
+                )
+            )
         # The rank that died first leads; those torchrun stopped afterwards follow.
         errors.sort(key=lambda e: "stopped by torchrun" in e.message)
         if all(status.startswith("no exit") for status in statuses.values()):
             tail = _tail(self.dir / "torchrun.log")
             message = f"torchrun exited with code {self._proc.returncode} before any rank ran"
-            errors.append(RankError(rank=-1, phase="world", message=message,
-                                    detail=f"{message}\n--- end of torchrun.log ---\n{tail}"))  # fmt: skip
+            errors.append(
+                RankError(
+                    rank=-1,
+                    phase="world",
+                    message=message,
+                    detail=f"{message}\n--- end of torchrun.log ---\n{tail}",
+                )
+            )
         return WorldFailure("crashed", culprit, self._elapsed(watch, culprit), errors)
 
     @staticmethod
@@ -234,7 +257,9 @@ class _Watch:
 
     def __init__(self, world_dir: Path, world_size: int) -> None:
         self.outcomes = JournalReader(world_dir / "outcomes.jsonl")
-        self._journals = {r: JournalReader(world_dir / f"rank-{r}.journal") for r in range(world_size)}
+        self._journals = {
+            r: JournalReader(world_dir / f"rank-{r}.journal") for r in range(world_size)
+        }
         self.finished: set[int] = set()
         self.pids: dict[int, int] = {}
         self.begun: dict[int, float] = {}  # plan index -> first begin time on any rank

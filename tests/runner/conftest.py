@@ -1,4 +1,4 @@
-"""Helpers for end-to-end runner tests: real pytest subprocesses that launch real torchrun worlds."""
+"""Helpers for end-to-end runner tests: real pytest processes that launch real torchrun worlds."""
 
 from __future__ import annotations
 
@@ -33,7 +33,9 @@ def worlds_started(stdout: str) -> int:
     raise AssertionError(f"no cpci summary in output:\n{stdout}")
 
 
-def run_pytest(path: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 300) -> pytest.RunResult:
+def run_pytest(
+    path: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 300
+) -> pytest.RunResult:
     """Run pytest in `path` as a real subprocess (for module-scoped runs pytester cannot share)."""
     start = time.monotonic()
     proc = subprocess.run(
@@ -45,5 +47,8 @@ def run_pytest(path: Path, *args: str, env: dict[str, str] | None = None, timeou
         timeout=timeout,
     )
     return pytest.RunResult(
-        proc.returncode, proc.stdout.splitlines(), proc.stderr.splitlines(), time.monotonic() - start
+        proc.returncode,
+        proc.stdout.splitlines(),
+        proc.stderr.splitlines(),
+        time.monotonic() - start,
     )

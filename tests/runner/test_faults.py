@@ -1,4 +1,4 @@
-"""Crashes, hangs and kills: nothing is lost, the culprit is named, the rest of the batch goes on."""
+"""Crashes, hangs and kills: nothing is lost, the culprit is named, the rest of the batch runs."""
 
 from __future__ import annotations
 
@@ -41,15 +41,25 @@ def test_crash_in_config_k_keeps_earlier_results_and_runs_the_rest_in_one_fresh_
     assert worlds_started(result.stdout.str()) == 3  # the first, then one after each crash
     records = results(pytester.path / "r.jsonl")
     assert [r["nodeid"].split("::")[1] for r in records] == [f"test_step[{i}]" for i in range(6)]
-    assert [r["outcome"] for r in records] == ["passed", "passed", "crashed", "passed", "crashed", "passed"]
+    assert [r["outcome"] for r in records] == [
+        "passed",
+        "passed",
+        "crashed",
+        "passed",
+        "crashed",
+        "passed",
+    ]
     assert [r["batch"]["world"] for r in records] == [0, 0, 0, 1, 1, 2]
     crash = records[2]["rank_errors"]
     assert crash[0]["message"].startswith("rank 1 exited with code 7")
     assert "about to die" in crash[0]["detail"]  # the tail of the rank's log
     assert "stopped by torchrun" in crash[1]["message"]
     segv = records[4]["rank_errors"][0]
-    assert "SIGSEGV" in segv["message"] and "Segmentation fault" in segv["detail"]
-    result.stdout.fnmatch_lines(["[[]CRASHED[]] rank 1 exited with code 7*", "FAILED *test_step[[]2[]]*"])
+    assert "SIGSEGV" in segv["message"]
+    assert "Segmentation fault" in segv["detail"]
+    result.stdout.fnmatch_lines(
+        ["[[]CRASHED[]] rank 1 exited with code 7*", "FAILED *test_step[[]2[]]*"]
+    )
 
 
 def test_a_hung_config_times_out_with_every_rank_stack_and_the_batch_goes_on(
@@ -79,7 +89,9 @@ def test_a_hung_config_times_out_with_every_rank_stack_and_the_batch_goes_on(
     result = pytester.runpytest_subprocess("--cpci-results=r.jsonl")
     result.assert_outcomes(passed=1, failed=1)
     records = by_nodeid(results(pytester.path / "r.jsonl"))
-    hung = records["test_a_hung_config_times_out_with_every_rank_stack_and_the_batch_goes_on.py::test_hangs"]
+    hung = records[
+        "test_a_hung_config_times_out_with_every_rank_stack_and_the_batch_goes_on.py::test_hangs"
+    ]
     assert hung["outcome"] == "timeout"
     rank0, rank1 = hung["rank_errors"]
     assert "did not finish within 3 s" in rank0["message"]
@@ -114,7 +126,8 @@ def test_step(i, cpci_dist):
     )
     deadline = time.monotonic() + 120
     while not reached.exists():  # the run is inside config 3 once this file appears
-        assert proc.poll() is None and time.monotonic() < deadline, "run ended early"
+        assert proc.poll() is None, "the run ended before reaching config 3"
+        assert time.monotonic() < deadline
         time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGKILL)  # the pytest parent; its worlds are in other sessions
     proc.wait()
@@ -144,7 +157,9 @@ def _processes_mentioning(text: str) -> list[int]:
 
 def test_crash_at_world_start_fails_the_batch_with_the_reason(tmp_path: Path) -> None:
     (tmp_path / "conftest.py").write_text(
-        "import os\nif os.environ.get('RANK') == '1':\n    raise SystemExit('conftest refuses rank 1')\n"
+        "import os\n"
+        "if os.environ.get('RANK') == '1':\n"
+        "    raise SystemExit('conftest refuses rank 1')\n"
     )
     (tmp_path / "test_x.py").write_text(
         "import pytest\n@pytest.mark.cpci(world_size=2)\ndef test_a(cpci_dist):\n    pass\n"

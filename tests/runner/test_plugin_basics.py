@@ -90,7 +90,11 @@ def suite_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[pytest.RunResul
     marks.mkdir()
     (path / "test_suite.py").write_text(SUITE)
     result = run_pytest(
-        path, "--cpci-results=results.jsonl", "--junitxml=junit.xml", "-rA", env={"MARKS": str(marks)}
+        path,
+        "--cpci-results=results.jsonl",
+        "--junitxml=junit.xml",
+        "-rA",
+        env={"MARKS": str(marks)},
     )
     return result, path
 
@@ -117,14 +121,16 @@ def test_every_config_is_its_own_test(suite_run: tuple[pytest.RunResult, Path]) 
         "test_plain": "passed",
     }
     reduce_1 = records["test_suite.py::test_all_reduce[1]"]
-    assert reduce_1["world_size"] == 2 and reduce_1["backend"] == "gloo"
+    assert reduce_1["world_size"] == 2
+    assert reduce_1["backend"] == "gloo"
     assert reduce_1["params"] == {"scale": 1}
     assert reduce_1["metrics"] == {"max_abs_err": 1.0}  # max over ranks
     assert reduce_1["batch"] == {"index": 0, "world": 0, "size": 11}
     # The body ran on both ranks, in processes other than the parent pytest.
     pids = {name.split("-")[0] for name in (p.name for p in marks.iterdir())}
     ranks = sorted(name.split("-")[1] for name in (p.name for p in marks.iterdir()))
-    assert ranks == ["0", "0", "1", "1"] and len(pids) == 2
+    assert ranks == ["0", "0", "1", "1"]
+    assert len(pids) == 2
 
 
 def test_a_failure_on_rank_one_only_is_reported_with_its_traceback(
@@ -135,7 +141,9 @@ def test_a_failure_on_rank_one_only_is_reported_with_its_traceback(
     failed = records["test_suite.py::test_rank1_only_fails"]
     assert [e["rank"] for e in failed["rank_errors"]] == [1]
     assert "rank 1 disagrees" in failed["rank_errors"][0]["message"]
-    result.stdout.fnmatch_lines(["*failing ranks: 1*", "FAILED test_suite.py::test_rank1_only_fails*"])
+    result.stdout.fnmatch_lines(
+        ["*failing ranks: 1*", "FAILED test_suite.py::test_rank1_only_fails*"]
+    )
     error = records["test_suite.py::test_fixture_error"]
     assert error["rank_errors"][0]["phase"] == "setup"
     assert "fixture preparation failed" in error["rank_errors"][0]["detail"]

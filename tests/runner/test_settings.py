@@ -1,0 +1,85 @@
+"""Settings come from CLI > env > ini > default, and a bad value names its source."""
+
+from __future__ import annotations
+
+import pytest
+
+from cpci.runner.settings import resolve
+
+
+@pytest.fixture
+def ini(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makeini("[pytest]\ncpci_batch_size = 4\ncpci_timeout = 30\n")
+    return pytester
+
+
+def test_default_batch_size_is_16(pytester: pytest.Pytester) -> None:
+    settings = resolve(pytester.parseconfig(), environ={})
+    assert settings.batch_size == 16
+    assert settings.timeout == 300
+    assert settings.backend == "auto"
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "expected"),
+    [
+        ((), {}, 4),  # ini
+        ((), {"CP_TEST_BATCH_SIZE": "8"}, 8),  # env beats ini
+        (("--cpci-batch-size=2",), {"CP_TEST_BATCH_SIZE": "8"}, 2),  # CLI beats env
+        (("--cpci-batch-size=1",), {}, 1),  # the old one-world-per-config mode
+        ((), {"CP_TEST_BATCH_SIZE": ""}, 4),  # an empty variable is not set
+    ],
+)
+def test_precedence_cli_env_ini(
+    ini: pytest.Pytester, args: tuple[str, ...], env: dict[str, str], expected: int
+) -> None:
+    assert resolve(ini.parseconfig(*args), environ=env).batch_size == expected
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        (
+            ("--cpci-batch-size=0",),
+            {},
+            "--cpci-batch-size must be >= 1, got '0' (from --cpci-batch-size)",
+        ),
+        (
+            (),
+            {"CP_TEST_BATCH_SIZE": "many"},
+            "--cpci-batch-size must be an integer >= 1, got 'many' "
+            "(from environment variable CP_TEST_BATCH_SIZE)",
+        ),
+        (("--cpci-timeout=-1",), {}, "--cpci-timeout must be > 0, got '-1'"),
+        (("--cpci-shard=2/2",), {}, "--cpci-shard needs 0 <= INDEX < TOTAL, got 2/2"),
+        (("--cpci-backend=mpi",), {}, "--cpci-backend must be one of auto, gloo, nccl"),
+    ],
+)
+def test_bad_values_name_their_source(
+    pytester: pytest.Pytester, args: tuple[str, ...], env: dict[str, str], message: str
+) -> None:
+    with pytest.raises(pytest.UsageError) as excinfo:
+        resolve(pytester.parseconfig(*args), environ=env)
+    assert message in str(excinfo.value)
+
+
+def test_bad_ini_value_names_the_ini_file(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\ncpci_batch_size = -3\n")
+    with pytest.raises(pytest.UsageError, match=r"from ini key cpci_batch_size in .*tox.ini"):
+        resolve(pytester.parseconfig(), environ={})
+
+
+def test_a_bad_value_is_a_usage_error_of_the_run(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_a():\n    pass\n")
+    result = pytester.runpytest_subprocess("--cpci-batch-size=0")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--cpci-batch-size must be >= 1, got '0'*"])
+
+
+def test_help_states_the_precedence(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_subprocess("--help")
+    text = " ".join(result.stdout.str().split())  # undo the help's line wrapping
+    assert (
+        "(precedence: --cpci-batch-size > env CP_TEST_BATCH_SIZE > ini cpci_batch_size; "
+        "default 16)" in text
+    )
