@@ -21,8 +21,15 @@ Outcome = Literal[
     "passed", "failed", "skipped", "xfailed", "xpassed", "error", "crashed", "timeout"
 ]
 OUTCOMES: tuple[Outcome, ...] = (
-    "passed", "failed", "skipped", "xfailed", "xpassed", "error", "crashed", "timeout"
-)  # fmt: skip
+    "passed",
+    "failed",
+    "skipped",
+    "xfailed",
+    "xpassed",
+    "error",
+    "crashed",
+    "timeout",
+)
 #: Outcomes that make a run red.
 FAILING_OUTCOMES: frozenset[str] = frozenset({"failed", "error", "crashed", "timeout"})
 
@@ -57,7 +64,7 @@ class BatchInfo(_Model):
 class ResultRecord(_Model):
     """One config's outcome: one line of the runner's JSON-lines results file."""
 
-    schema_: Literal["cpci.result/1"] = Field(default=RESULT_SCHEMA, alias="schema")
+    schema_: Literal["cpci.result/1"] = Field(default="cpci.result/1", alias="schema")
     nodeid: str = Field(min_length=1, max_length=2_000)
     world_size: int = Field(ge=1)
     backend: str | None = None
@@ -94,7 +101,7 @@ class Environment(_Model):
 class RunEnvelope(_Model):
     """One shard's upload: where and when the results were produced, and the results."""
 
-    schema_: Literal["cpci.run/1"] = Field(default=RUN_SCHEMA, alias="schema")
+    schema_: Literal["cpci.run/1"] = Field(default="cpci.run/1", alias="schema")
     repository: str = Field(pattern=r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
     commit: str = Field(pattern=r"^[0-9a-f]{7,64}$")
     branch: str | None = Field(default=None, max_length=255)
