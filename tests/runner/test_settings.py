@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from cpci.runner.settings import resolve
+from cpci.runner.settings import OPTIONS, resolve
 
 
 @pytest.fixture
@@ -83,3 +85,14 @@ def test_help_states_the_precedence(pytester: pytest.Pytester) -> None:
         "(precedence: --cpci-batch-size > env CP_TEST_BATCH_SIZE > ini cpci_batch_size; "
         "default 16)" in text
     )
+
+
+def test_readme_documents_every_setting() -> None:
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    for option in OPTIONS:
+        row = next(
+            (line for line in readme.splitlines() if line.startswith(f"| `{option.flag}")), ""
+        )
+        assert row, f"README.md has no settings row for {option.flag}"
+        for source in (option.env, option.ini):
+            assert source is None or f"`{source}`" in row, f"{option.flag}: {source} not in README"
