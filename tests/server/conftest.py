@@ -21,6 +21,7 @@ from typing import Any
 import psycopg
 import pytest
 from fastapi.testclient import TestClient
+from service_builders import REPO
 from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 from sqlmodel import Session
@@ -30,7 +31,6 @@ from cpci.server.core.db import create_db_engine
 from cpci.server.core.migrate import upgrade
 from cpci.server.crud.tokens import create_token
 
-from service_builders import REPO
 PG_BIN_DIRS = ("/usr/lib/postgresql/15/bin", "/usr/lib/postgresql/16/bin", "/usr/local/pgsql/bin")
 ENGINES = ("sqlite", "postgresql")
 
@@ -126,7 +126,9 @@ def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def fresh_database(kind: str, request: pytest.FixtureRequest, tmp_path: Path, *, migrated: bool) -> str:
+def fresh_database(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path, *, migrated: bool
+) -> str:
     """The URL of a new, empty database of `kind`, dropped after the test."""
     if kind == "sqlite":
         path = tmp_path / "cpci.db"

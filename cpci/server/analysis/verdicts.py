@@ -1,8 +1,9 @@
 """One config's verdict for a PR: its head results against its base results and history.
 
 The order of the checks is the policy: same-commit flakiness first (the head itself passed and
-failed), then infrastructure faults, then "no baseline", then broken at base, then known
-flakiness, and only then NEW FAILURE, so a NEW FAILURE is a failure nothing else explains.
+failed, e.g. a rerun passed), then infrastructure faults, then "no baseline", then flakiness
+(at the base commit, or known from history, evidence attached), then broken at base, and only
+then NEW FAILURE, so a NEW FAILURE is a failure nothing else explains.
 """
 
 from __future__ import annotations
@@ -86,12 +87,12 @@ def decide(
             return Decision("infra", f"{r.outcome}: {rule.description}", rule.name)
     if base_state is None:
         return Decision("no_baseline", baseline_note or "no result at the base to compare with")
-    if base_state == "fail":
-        return Decision("broken_at_base", "fails at base too")
     if base_state == "mixed":
         return Decision("flaky", "passed and failed at the base commit")
     if known is not None and known.flaky:
         return Decision("flaky", f"known flaky: {known.reason}")
+    if base_state == "fail":
+        return Decision("broken_at_base", "fails at base too")
     reason = "passes at base, fails at head"
     if known is not None:
         reason += f"; not explained by flakiness ({known.reason})"

@@ -47,11 +47,11 @@ def pull_request_report(
             )
         ).all(),
     )
-    head = results_of(session=session, shards=[s for m in head_runs for s in m.shards.values()])
+    head = results_of(session=session, shards=[s for m in head_runs for s in m.uploads])
     baseline, base_run = _baseline(
         session, repo, latest.base_commit, settings.ancestor_depth, links
     )
-    base = results_of(session=session, shards=base_run.shards.values()) if base_run else None
+    base = results_of(session=session, shards=base_run.uploads) if base_run else None
     failing = [pk for pk, rs in head.items() if needs_history(rs)]
     inputs = ReportInputs(
         repository=repo.name,

@@ -37,6 +37,7 @@ from cpci.server.reports import FailingConfig, RunRef, RunSummary, ShardProgress
 class MergedRun:
     runs: Sequence[Run]  # every attempt, oldest first
     shards: dict[int, Shard]  # shard index -> the latest attempt's upload of it
+    uploads: Sequence[Shard]  # every attempt's uploads: a failure then a passing rerun is flaky
 
     @property
     def latest(self) -> Run:
@@ -78,7 +79,7 @@ def merge_runs(*, session: Session, runs: Iterable[Run]) -> list[MergedRun]:
         for run in group:  # oldest attempt first, so later attempts overwrite
             for shard in shards[run.id]:
                 chosen[shard.shard_index] = shard
-        merged.append(MergedRun(group, chosen))
+        merged.append(MergedRun(group, chosen, [s for run in group for s in shards[run.id]]))
     return sorted(merged, key=lambda m: -(m.latest.id or 0))
 
 
