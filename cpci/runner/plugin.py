@@ -47,6 +47,8 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
     batched = _session(session.config)
     if batched is None or session.config.option.collectonly:
         return None
+    if session.testsfailed and not session.config.option.continue_on_collection_errors:
+        return None  # pytest's own loop stops on collection errors; start no world for nothing
     if batched.settings.plan_only:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         for line in batched.plan_lines():
