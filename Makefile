@@ -11,7 +11,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml requirements/ci.txt
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements/ci.txt -e '.[runner,dev]'
+	$(PY) -m pip install --quiet -r requirements/ci.txt -e '.[runner,service,dev]'
 	touch $(STAMP)
 
 ## demo: run the bundled example suite through the batched runner and print its summary
