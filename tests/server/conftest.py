@@ -11,9 +11,6 @@ from __future__ import annotations
 import itertools
 import os
 import shutil
-import socket
-import subprocess
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -30,26 +27,9 @@ from cpci.server import Settings, create_app
 from cpci.server.core.db import create_db_engine
 from cpci.server.core.migrate import upgrade
 from cpci.server.crud.tokens import create_token
+from cpci.server.devpg import find_binaries, throwaway_postgres
 
-PG_BIN_DIRS = ("/usr/lib/postgresql/15/bin", "/usr/lib/postgresql/16/bin", "/usr/local/pgsql/bin")
 ENGINES = ("sqlite", "postgresql")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _pg_bin() -> Path | None:
-    candidates = [os.environ.get("CPCI_TEST_PG_BIN", ""), *PG_BIN_DIRS]
-    found = shutil.which("initdb")
-    if found:
-        candidates.append(str(Path(found).parent))
-    for directory in candidates:
-        if directory and (Path(directory) / "initdb").exists():
-            return Path(directory)
-    return None
 
 
 @pytest.fixture(scope="session")
@@ -59,36 +39,14 @@ def postgres_server() -> Iterator[str]:
     if url:
         yield url
         return
-    bindir = _pg_bin()
+    bindir = find_binaries()
     if bindir is None:
         message = "PostgreSQL binaries (initdb, pg_ctl) not found; set CPCI_TEST_POSTGRES_URL"
         if os.environ.get("CI"):
             pytest.fail(f"{message} (CI is set, so the PostgreSQL tests must run)")
         pytest.skip(message)
-    root = Path(tempfile.mkdtemp(prefix="cpci-pg-"))
-    prefix: list[str] = []
-    if os.geteuid() == 0:
-        shutil.chown(root, "postgres", "postgres")
-        prefix = ["runuser", "-u", "postgres", "--"]
-    data, log = root / "data", root / "log"
-    subprocess.run(
-        [*prefix, str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust",
-         "-E", "UTF8", "--no-sync"],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    port = free_port()
-    options = (
-        f"-c listen_addresses=127.0.0.1 -p {port} -k {root} -c fsync=off "
-        "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
-    )
-    pg_ctl = [*prefix, str(bindir / "pg_ctl"), "-D", str(data)]
-    subprocess.run([*pg_ctl, "-o", options, "-l", str(log), "-w", "-t", "60", "start"], check=True,
-                   capture_output=True)  # fmt: skip
-    try:
-        yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
-    finally:
-        subprocess.run([*pg_ctl, "-m", "immediate", "stop"], capture_output=True)
-        shutil.rmtree(root, ignore_errors=True)
+    with throwaway_postgres(bindir) as admin_url:
+        yield admin_url
 
 
 def _admin(url: str) -> psycopg.Connection[Any]:

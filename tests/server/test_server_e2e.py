@@ -13,10 +13,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import ENGINES, free_port, fresh_database
+from conftest import ENGINES, fresh_database
 from service_builders import REPO, envelope, record
 
 from cpci.cli import main
+from cpci.server.devpg import free_port
 
 DEADLINE_S = 30
 
