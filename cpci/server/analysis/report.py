@@ -38,7 +38,7 @@ class ReportInputs:
     head: Mapping[int, Sequence[ResultView]]
     base: Mapping[int, Sequence[ResultView]] | None
     histories: Mapping[int, Sequence[Observation]]
-    base_samples: Mapping[int, Sequence[ResultView]]
+    base_samples: Mapping[int, Sequence[float]]  # passing durations on recent base-branch runs
     history_url: Callable[[str], str]
 
 
@@ -112,16 +112,17 @@ def _shifts(inputs: ReportInputs) -> tuple[list[ShiftFinding], list[ShiftFinding
     drift: list[ShiftFinding] = []
     for pk, head in inputs.head.items():
         head_ok = [r for r in head if r.outcome == "passed"]
-        base_ok = [r for r in inputs.base_samples.get(pk, ()) if r.outcome == "passed"]
-        if not head_ok or not base_ok:
+        timings = inputs.base_samples.get(pk, ())
+        if not head_ok:
             continue
         value = statistics.median(r.duration_s for r in head_ok)
-        shift = robust_shift("duration_s", [r.duration_s for r in base_ok], value, DURATION_POLICY)
+        shift = robust_shift("duration_s", timings, value, DURATION_POLICY)
         if shift is not None:
             durations.append(_finding(inputs, pk, shift))
+        base_run = [r for r in (inputs.base or {}).get(pk, ()) if r.outcome == "passed"]
         for name in sorted({m for r in head_ok for m in r.metrics}):
             head_values = [r.metrics[name] for r in head_ok if name in r.metrics]
-            base_values = [r.metrics[name] for r in base_ok if name in r.metrics]
+            base_values = [r.metrics[name] for r in base_run if name in r.metrics]
             metric = robust_shift(name, base_values, statistics.median(head_values), METRIC_POLICY)
             if metric is not None:
                 drift.append(_finding(inputs, pk, metric))

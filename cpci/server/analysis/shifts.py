@@ -50,10 +50,12 @@ def robust_shift(
     if len(baseline) < policy.min_samples or not baseline:
         return None
     median = statistics.median(baseline)
-    mad = statistics.median(abs(x - median) for x in baseline)
     change = value - median
     if change < 0 and policy.directions == "up":
         return None
+    if abs(change) <= max(policy.min_relative * abs(median), policy.min_absolute):
+        return None  # the cheap floors first: most configs stop here
+    mad = statistics.median(abs(x - median) for x in baseline)
     floor = max(
         policy.k * MAD_TO_SIGMA * mad, policy.min_relative * abs(median), policy.min_absolute
     )

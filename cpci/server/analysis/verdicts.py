@@ -8,9 +8,10 @@ then NEW FAILURE, so a NEW FAILURE is a failure nothing else explains.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Literal
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Literal, NamedTuple
 
 from cpci.schema import FAILING_OUTCOMES
 from cpci.server.analysis.flakiness import FlakinessAssessment
@@ -20,15 +21,15 @@ from cpci.server.analysis.observations import PASSING_OUTCOMES
 State = Literal["pass", "fail", "mixed", "skip"]
 
 
-@dataclass(frozen=True)
-class ResultView:
-    """One result of one config, as a verdict needs it."""
+class ResultView(NamedTuple):
+    """One result of one config, as a verdict needs it (a tuple: reports build tens of
+    thousands; treat `metrics` as read-only)."""
 
     outcome: str
     duration_s: float = 0.0
     flaky: bool = False
     messages: tuple[str, ...] = ()
-    metrics: dict[str, float] = field(default_factory=dict)
+    metrics: Mapping[str, float] = MappingProxyType({})
 
 
 def state_of(results: Sequence[ResultView]) -> State:

@@ -9,18 +9,19 @@ executemany), not one ORM object per result: a shard can hold thousands of resul
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sqlalchemy import insert
 from sqlmodel import Session, col, select
 
 from cpci.schema import RunEnvelope
 from cpci.server.core.errors import Conflict
-from cpci.server.crud.common import chunks, insert_missing
+from cpci.server.crud.common import bulk_insert, chunks, insert_missing
 from cpci.server.crud.repos import ensure_environment, ensure_repository
 from cpci.server.models import Config, Result, Run, Shard, utcnow
+
+#: Config ids are looked up in batches this big (both engines allow far more bound parameters).
+LOOKUP_CHUNK = 5_000
 
 #: Run fields every shard of a run must agree on.
 RUN_FIELDS = ("commit", "branch", "pull_request", "base_commit", "shard_total")
@@ -35,9 +36,8 @@ class Ingested:
 
 
 def body_sha256(envelope: RunEnvelope) -> str:
-    """A hash of the upload's content, blind to key order and whitespace."""
-    canonical = json.dumps(envelope.model_dump(mode="json", by_alias=True), sort_keys=True)
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    """A hash of the upload's validated content (blind to the body's key order and whitespace)."""
+    return hashlib.sha256(envelope.model_dump_json(by_alias=True).encode()).hexdigest()
 
 
 def ingest_shard(*, session: Session, envelope: RunEnvelope, digest: str) -> Ingested:
@@ -91,8 +91,7 @@ def ingest_shard(*, session: Session, envelope: RunEnvelope, digest: str) -> Ing
         }
         for r in envelope.results
     ]
-    for chunk in chunks(rows, 5000):
-        session.execute(insert(Result), list(chunk))
+    bulk_insert(session=session, model=Result, rows=rows)
     return Ingested("stored", run.id, shard.id, len(rows))
 
 
@@ -148,17 +147,14 @@ def _ensure_configs(*, session: Session, repo_id: int, envelope: RunEnvelope) ->
         )
     ids: dict[str, int] = {}
     keys = list(wanted)
-    for chunk in chunks(keys):
+    for chunk in chunks(keys, LOOKUP_CHUNK):
         ids.update(_config_ids(session, repo_id, chunk))
     missing = [wanted[k] for k in keys if k not in ids]
     if missing:
-        insert_missing(
-            session=session,
-            model=Config,
-            rows=missing,
-            keys=["repository_id", "key"],
+        bulk_insert(
+            session=session, model=Config, rows=missing, on_conflict_ignore=["repository_id", "key"]
         )
-        for chunk in chunks([m["key"] for m in missing]):
+        for chunk in chunks([m["key"] for m in missing], LOOKUP_CHUNK):
             ids.update(_config_ids(session, repo_id, chunk))
     return ids
 

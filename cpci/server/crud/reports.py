@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
+import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
 from cpci.server.analysis.report import ReportInputs, build_report, needs_history
-from cpci.server.analysis.verdicts import ResultView
 from cpci.server.core.config import Settings
 from cpci.server.core.errors import NotFound
 from cpci.server.crud.commits import ancestors
@@ -130,8 +130,9 @@ def _baseline(
     return info, None
 
 
-def _base_samples(session: Session, base: MergedRun, count: int) -> dict[int, list[ResultView]]:
-    """Passing results of the last `count` branch runs up to the baseline run, for timings."""
+def _base_samples(session: Session, base: MergedRun, count: int) -> dict[int, list[float]]:
+    """Passing results of the last `count` branch runs up to the baseline run, for timings
+    (which are noisy, so one base run is not enough; metrics are compared with the base run)."""
     run = base.latest
     query = select(Run.id).where(Run.repository_id == run.repository_id)
     if run.branch is not None and run.pull_request is None:
@@ -141,13 +142,14 @@ def _base_samples(session: Session, base: MergedRun, count: int) -> dict[int, li
     else:
         query = query.where(Run.commit == run.commit)
     run_ids = session.exec(query.order_by(col(Run.id).desc()).limit(count)).all()
-    out: dict[int, list[ResultView]] = defaultdict(list)
+    out: dict[int, list[float]] = defaultdict(list)
+    connection = session.connection()
     for chunk in chunks(list(run_ids)):
-        rows = session.exec(
-            select(Result.config_id, Result.duration_s, Result.metrics).where(
-                col(Result.run_id).in_(chunk), Result.outcome == "passed"
+        rows = connection.execute(
+            sa.select(col(Result.config_id), col(Result.duration_s)).where(
+                col(Result.run_id).in_(chunk), col(Result.outcome) == "passed"
             )
         )
-        for config_id, duration, metrics in rows:
-            out[config_id].append(ResultView("passed", duration, metrics=dict(metrics or {})))
+        for config_id, duration in rows:
+            out[config_id].append(duration)
     return out

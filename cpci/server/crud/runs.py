@@ -19,7 +19,7 @@ from cpci.schema import FAILING_OUTCOMES
 from cpci.server.analysis.infra import infra_signature
 from cpci.server.analysis.verdicts import ResultView, first_message
 from cpci.server.core.errors import NotFound
-from cpci.server.crud.common import chunks
+from cpci.server.crud.common import chunks, from_json, raw_json
 from cpci.server.links import Links
 from cpci.server.models import (
     Config,
@@ -87,16 +87,23 @@ def results_of(*, session: Session, shards: Iterable[Shard]) -> dict[int, list[R
     """The results of the given shards, by config database id."""
     out: dict[int, list[ResultView]] = defaultdict(list)
     ids = [s.id for s in shards]
+    connection = session.connection()
     for chunk in chunks(ids):
-        rows = session.execute(
+        rows = connection.execute(
             sa.select(
-                *(col(c) for c in (Result.config_id, Result.outcome, Result.duration_s,
-                                   Result.flaky, Result.rank_errors, Result.metrics))
+                col(Result.config_id), col(Result.outcome), col(Result.duration_s),
+                col(Result.flaky), raw_json(col(Result.rank_errors)), raw_json(col(Result.metrics)),
             ).where(col(Result.shard_id).in_(chunk))
         )  # fmt: skip
         for config_id, outcome, duration, flaky, errors, metrics in rows:
             out[config_id].append(
-                ResultView(outcome, duration, flaky, _messages(errors), metrics or {})
+                ResultView(
+                    outcome,
+                    duration,
+                    bool(flaky),
+                    _messages(from_json(errors)) if errors is not None else (),
+                    from_json(metrics) if metrics is not None else {},
+                )
             )
     return out
 
