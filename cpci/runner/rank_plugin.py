@@ -48,6 +48,11 @@ class RankPlugin:
     def pytest_configure(self, config: pytest.Config) -> None:
         self._config = config
         config.stash[DIST_CONTEXT] = self._context
+        # The parent reports; a rank's own progress dots would only clutter its log. Dropped
+        # after option parsing, so that -r and friends from the user's ini are still accepted.
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            config.pluginmanager.unregister(reporter)
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:

@@ -132,8 +132,6 @@ class BatchedSession:
             f"--rootdir={self.config.rootpath}",
             "-p",
             "no:cacheprovider",
-            "-p",
-            "no:terminal",
             # The rank imported cpci before pytest started; its own modules need no rewriting.
             "-W",
             "ignore::pytest.PytestAssertRewriteWarning",

@@ -89,6 +89,10 @@ def suite_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[pytest.RunResul
     marks = path / "marks"
     marks.mkdir()
     (path / "test_suite.py").write_text(SUITE)
+    # The user's ini reaches the ranks too (options of the terminal reporter included).
+    (path / "pytest.ini").write_text(
+        "[pytest]\naddopts = -ra --strict-markers\nxfail_strict = true\n"
+    )
     result = run_pytest(
         path,
         "--cpci-results=results.jsonl",
