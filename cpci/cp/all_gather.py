@@ -23,7 +23,7 @@ from cpci.cp.shapes import Layout, check_inputs, default_scale, from_bhsd, to_bh
 
 class _AllGatherAttention(torch.autograd.Function):
     @staticmethod
-    def forward(  # type: ignore[override]
+    def forward(
         ctx: Any,
         q_BHqSD: Any,
         k_BHkvSD: Any,
@@ -47,7 +47,7 @@ class _AllGatherAttention(torch.autograd.Function):
         return out_BHqSDv.to(q_BHqSD.dtype)
 
     @staticmethod
-    def backward(ctx: Any, dout_BHqSDv: Any) -> tuple[Any, ...]:  # type: ignore[override]
+    def backward(ctx: Any, dout_BHqSDv: Any) -> tuple[Any, ...]:
         q_BHqSD, k_BHkvTD, v_BHkvTDv, out_BHqSDv, lse_BHqS, mask_ST = ctx.saved_tensors
         dq_BHqSD, dk_BHkvTD, dv_BHkvTDv = block_backward(
             dout_BHqSDv, q_BHqSD, k_BHkvTD, v_BHkvTDv, out_BHqSDv, lse_BHqS, mask_ST, ctx.scale

@@ -69,8 +69,7 @@ class SequenceBalancer:
         """The part of a full-sequence tensor `x` that `rank` holds (sequence along `dim`)."""
         if x.shape[dim] != self.seq_len:
             raise ValueError(
-                f"tensor has {x.shape[dim]} tokens along dim {dim}, balancer expects "
-                f"{self.seq_len}"
+                f"tensor has {x.shape[dim]} tokens along dim {dim}, balancer expects {self.seq_len}"
             )
         return x.index_select(dim, self.positions(rank).to(x.device))
 
@@ -90,4 +89,3 @@ class SequenceBalancer:
     def _check_rank(self, rank: int) -> None:
         if not 0 <= rank < self.cp_size:
             raise ValueError(f"rank must be in [0, {self.cp_size}), got {rank}")
-

@@ -95,12 +95,12 @@ class SeqHeadAllToAll(torch.autograd.Function):
     """Sequence-sharded -> head-sharded (`to_heads=True`) or back; the backward is the inverse."""
 
     @staticmethod
-    def forward(ctx: Any, x_BHSD: Any, group: Any, to_heads: bool) -> Any:  # type: ignore[override]
+    def forward(ctx: Any, x_BHSD: Any, group: Any, to_heads: bool) -> Any:
         ctx.group, ctx.to_heads = group, to_heads
         return _seq_to_head(x_BHSD, group) if to_heads else _head_to_seq(x_BHSD, group)
 
     @staticmethod
-    def backward(ctx: Any, grad_BHSD: Any) -> tuple[Any, None, None]:  # type: ignore[override]
+    def backward(ctx: Any, grad_BHSD: Any) -> tuple[Any, None, None]:
         inverse = _head_to_seq if ctx.to_heads else _seq_to_head
         return inverse(grad_BHSD, ctx.group), None, None
 

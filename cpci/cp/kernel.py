@@ -126,7 +126,7 @@ class LocalAttention(torch.autograd.Function):
     """Attention of all local queries over all local keys (a2a's inner step), one block."""
 
     @staticmethod
-    def forward(  # type: ignore[override]
+    def forward(
         ctx: Any, q_BHqSD: Any, k_BHkvSD: Any, v_BHkvSDv: Any, mask_SS: Any, scale: float
     ) -> Any:
         out_BHqSDv, lse_BHqS = block_forward(q_BHqSD, k_BHkvSD, v_BHkvSDv, mask_SS, scale)
@@ -135,7 +135,7 @@ class LocalAttention(torch.autograd.Function):
         return out_BHqSDv.to(q_BHqSD.dtype)
 
     @staticmethod
-    def backward(ctx: Any, dout_BHqSDv: Any) -> tuple[Any, ...]:  # type: ignore[override]
+    def backward(ctx: Any, dout_BHqSDv: Any) -> tuple[Any, ...]:
         q, k, v, out, lse, mask = ctx.saved_tensors
         dq, dk, dv = block_backward(dout_BHqSDv, q, k, v, out, lse, mask, ctx.scale)
         return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), None, None

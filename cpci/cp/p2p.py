@@ -65,7 +65,7 @@ def _mask(step: RingStep, seq: int, device: Any) -> Any:
 
 class _RingAttention(torch.autograd.Function):
     @staticmethod
-    def forward(  # type: ignore[override]
+    def forward(
         ctx: Any,
         q_BHqSD: Any,
         k_BHkvSD: Any,
@@ -101,7 +101,7 @@ class _RingAttention(torch.autograd.Function):
         return out_BHqSDv.to(q_BHqSD.dtype)
 
     @staticmethod
-    def backward(ctx: Any, dout_BHqSDv: Any) -> tuple[Any, ...]:  # type: ignore[override]
+    def backward(ctx: Any, dout_BHqSDv: Any) -> tuple[Any, ...]:
         q_BHqSD, k_BHkvSD, v_BHkvSDv, out_BHqSDv, lse_BHqS = ctx.saved_tensors
         rank, size = group_rank_and_size(ctx.group)
         seq = q_BHqSD.shape[2]

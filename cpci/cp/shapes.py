@@ -79,7 +79,7 @@ def check_inputs(
         )
     if q.dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {DTYPES}, got {q.dtype}")
-    q_BHSD, k_BHSD, v_BHSD = (to_bhsd(x, layout) for x in (q, k, v))  # type: ignore[arg-type]
+    q_BHSD, k_BHSD, v_BHSD = (to_bhsd(x, layout) for x in (q, k, v))
     b, hq, s, dqk = q_BHSD.shape
     _, hkv, skv, dk = k_BHSD.shape
     if k_BHSD.shape[:3] != v_BHSD.shape[:3]:

@@ -30,7 +30,9 @@ VARIANTS = {
 }
 
 MASKS = [
-    pytest.param(causal, balance, id=f"{'causal' if causal else 'full'}-{'ht' if balance else 'cont'}")
+    pytest.param(
+        causal, balance, id=f"{'causal' if causal else 'full'}-{'ht' if balance else 'cont'}"
+    )
     for causal in (True, False)
     for balance in (True, False)
 ]
