@@ -30,10 +30,8 @@ from sqlmodel import Session
 from cpci.server import Settings, create_app
 from cpci.server.core.db import create_db_engine
 from cpci.server.core.migrate import upgrade
-from cpci.server.crud.ingest import body_sha256
 from cpci.server.crud.tokens import create_token
 from cpci.server.devpg import find_binaries, free_port, throwaway_postgres
-from cpci.schema import RunEnvelope
 
 SHARDS, PER_SHARD = 10, 5_000
 PR_CONFIGS, BASE_RUNS = 10_000, 5
@@ -42,15 +40,22 @@ COLUMNS = ("run_id", "shard_id", "config_id", "environment_id", "outcome", "dura
 
 
 def record(i: int, outcome: str = "passed", duration: float = 1.0) -> dict[str, Any]:
-    return {"nodeid": f"tests/test_cp.py::test_attn[cfg{i}]", "world_size": 2,
-            "outcome": outcome, "duration_s": duration, "metrics": {"max_abs_err": 1e-4}}  # fmt: skip
+    return {
+        "nodeid": f"tests/test_cp.py::test_attn[cfg{i}]",
+        "world_size": 2,
+        "outcome": outcome,
+        "duration_s": duration,
+        "metrics": {"max_abs_err": 1e-4},
+    }
 
 
 def envelope(repo: str, run: str, commit: str, shard: int, total: int, results: list[Any],
              **extra: Any) -> bytes:  # fmt: skip
-    body = {"schema": "cpci.run/1", "repository": repo, "commit": commit, "branch": "main",
-            "ci_run_id": run, "shard_index": shard, "shard_total": total,
-            "environment": {"torch": "2.4.0", "gpu": "H100"}, "results": results, **extra}  # fmt: skip
+    body = {
+        "schema": "cpci.run/1", "repository": repo, "commit": commit, "branch": "main",
+        "ci_run_id": run, "shard_index": shard, "shard_total": total,
+        "environment": {"torch": "2.4.0", "gpu": "H100"}, "results": results, **extra,
+    }  # fmt: skip
     return json.dumps(body).encode()
 
 
@@ -85,17 +90,24 @@ def serve(url: str) -> Iterator[tuple[str, str]]:
         engine.dispose()
 
 
-def bench_ingest(base: str, token: str, raw_insert: Callable[[list[tuple[Any, ...]]], float]) -> None:
+def bench_ingest(
+    base: str, token: str, raw_insert: Callable[[list[tuple[Any, ...]]], float]
+) -> None:
+    # Ten CI runs of the same 5,000 configs: the first upload creates them, the rest find them,
+    # as in a repository's steady state.
     bodies = [
-        envelope("bench/ingest", "1", "a" * 40, s, SHARDS,
-                 [record(s * PER_SHARD + i) for i in range(PER_SHARD)])
+        envelope("bench/ingest", f"r{s}", f"{s + 1:040x}", 0, 1,
+                 [record(i) for i in range(PER_SHARD)])
         for s in range(SHARDS)
     ]  # fmt: skip
     headers = {"Authorization": f"Bearer {token}", "content-type": "application/json"}
     with httpx.Client(base_url=base, headers=headers, timeout=120) as http:
         start = time.perf_counter()
+        each = []
         for body in bodies:
+            t0 = time.perf_counter()
             response = http.post("/api/v1/uploads", content=body)
+            each.append(time.perf_counter() - t0)
             assert response.status_code == 201, response.text
         api_s = time.perf_counter() - start
     rows = [
@@ -108,7 +120,8 @@ def bench_ingest(base: str, token: str, raw_insert: Callable[[list[tuple[Any, ..
     api_rate, raw_rate = n / api_s, n / raw_s
     print(f"ingest: {api_rate:,.0f} results/s over the API ({SHARDS} uploads of {PER_SHARD:,}); "
           f"raw executemany {raw_rate:,.0f} rows/s; ratio {api_rate / raw_rate:.0%} "
-          f"(target >= 25%)")  # fmt: skip
+          f"(target >= 25%); first upload (creates the configs) {each[0] * 1000:.0f} ms, "
+          f"later ones median {statistics.median(each[1:]) * 1000:.0f} ms")  # fmt: skip
 
 
 def raw_sqlite(rows: list[tuple[Any, ...]]) -> float:
@@ -183,7 +196,7 @@ def seed_history(url: str, total: int) -> None:
         many("INSERT INTO config (repository_id, key, nodeid, world_size) VALUES (?, ?, ?, 2)",
              [(repo, f"t::c[{i}]@2", f"t::c[{i}]") for i in range(configs)])  # fmt: skip
         many(
-            "INSERT INTO run (repository_id, ci_run_id, ci_attempt, \"commit\", branch, shard_total, "
+            'INSERT INTO run (repository_id, ci_run_id, ci_attempt, "commit", branch, shard_total, '
             "created_at) VALUES (?, ?, 1, ?, 'main', 1, CURRENT_TIMESTAMP)",
             [(repo, f"h{r}", f"{r:040x}") for r in range(runs)],
         )
@@ -231,13 +244,14 @@ def bench_history(base: str, url: str, total: int) -> None:
         page = http.get(path, params={"config": "t::c[500]@2", "limit": 400}).json()
         cursor = page["next_cursor"] or page["entries"][-1]["result_id"]
         deep = timed(http, path, 100, config="t::c[500]@2", limit=50, before=cursor)
-    print(f"history: first page (50) p50 {pct(first, 50):.1f} ms, p95 {pct(first, 95):.1f} ms; "
-          f"a deeper page p50 {pct(deep, 50):.1f} ms, p95 {pct(deep, 95):.1f} ms "
-          "(target p95 <= 25 ms)")
+    print(
+        f"history: first page (50) p50 {pct(first, 50):.1f} ms, p95 {pct(first, 95):.1f} ms; "
+        f"a deeper page p50 {pct(deep, 50):.1f} ms, p95 {pct(deep, 95):.1f} ms "
+        "(target p95 <= 25 ms)"
+    )
 
 
 def bench_pr_report(base: str, token_repo: str) -> None:
-    engine_note = []
     headers = {"Authorization": f"Bearer {token_repo}", "content-type": "application/json"}
     half = PR_CONFIGS // 2
     with httpx.Client(base_url=base, headers=headers, timeout=120) as http:
@@ -251,16 +265,19 @@ def bench_pr_report(base: str, token_repo: str) -> None:
                 for i in range(shard * half, (shard + 1) * half):
                     failed = is_head and i % 200 == 0
                     slow = is_head and i % 500 == 1
-                    results.append(record(i, "failed" if failed else "passed", 3.0 if slow else 1.0))
+                    results.append(
+                        record(i, "failed" if failed else "passed", 3.0 if slow else 1.0)
+                    )
                 body = envelope("bench/pr", f"p{n}", commit, shard, 2, results, **extra)
                 response = http.post("/api/v1/uploads", content=body)
                 assert response.status_code == 201, response.text
         path = "/api/v1/repos/bench/pr/pulls/42/report"
         report = http.get(path).json()
         times = timed(http, path, 10)
-    engine_note.append(f"{len(report['new_failures'])} new failures")
-    print(f"PR report ({PR_CONFIGS:,} configs, {BASE_RUNS} base runs): p50 {pct(times, 50):.0f} ms, "
-          f"max {max(times):.0f} ms (target <= 300 ms); {report['summary'][:80]}")  # fmt: skip
+    print(
+        f"PR report ({PR_CONFIGS:,} configs, {BASE_RUNS} base runs): p50 {pct(times, 50):.0f} ms, "
+        f"max {max(times):.0f} ms (target <= 300 ms); {report['summary'][:80]}"
+    )
 
 
 def run_all(url: str, label: str, history_rows: int, raw: Callable[[list[Any]], float]) -> None:
@@ -280,7 +297,6 @@ def main() -> None:
     parser.add_argument("--postgres-url", help="an admin URL (default: a throwaway server)")
     parser.add_argument("--history-rows", type=int, default=1_000_000)
     args = parser.parse_args()
-    assert body_sha256 and RunEnvelope  # the service's own hashing/validation are what is timed
     with tempfile.TemporaryDirectory() as tmp:
         run_all(f"sqlite:///{tmp}/bench.db", "SQLite", args.history_rows, raw_sqlite)
     if not (args.postgres or args.postgres_url):
