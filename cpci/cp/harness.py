@@ -11,6 +11,7 @@ Legend: B batch, S full sequence, H heads, D head dim (tensors in the spec's lay
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -73,16 +74,21 @@ def run_sharded(
     rank: int,
     cp_size: int,
     group: Any,
+    around: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
 ) -> dict[str, Any]:
-    """CP forward and backward of this rank's shard; full-sequence out, dq, dk, dv (collective)."""
+    """CP forward and backward of this rank's shard; full-sequence out, dq, dk, dv (collective).
+
+    `around` wraps both passes (a foreign CP stack may need to stay enabled for its backward).
+    """
     balancer = SequenceBalancer(spec.seq, cp_size, head_tail=spec.load_balance)
     dim = seq_dim(spec.layout)
     q, k, v, dout = (
         balancer.shard(x, dim, rank) for x in (inputs.q, inputs.k, inputs.v, inputs.dout)
     )
     q, k, v = (x.detach().requires_grad_() for x in (q, k, v))
-    out = fn(q, k, v)
-    out.backward(dout)
+    with around():
+        out = fn(q, k, v)
+        out.backward(dout)
     local = {"out": out.detach(), "dq": q.grad, "dk": k.grad, "dv": v.grad}
     return {name: balancer.unshard(x, dim, group) for name, x in local.items()}
 
