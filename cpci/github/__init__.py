@@ -1,0 +1,1 @@
+"""GitHub side of cpci: client, PR comment, check run, file-consistency rules."""

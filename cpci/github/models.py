@@ -1,0 +1,99 @@
+"""The few fields of GitHub's objects that the bot reads, parsed from REST responses.
+
+Only what is used is kept, so a field GitHub adds or deprecates elsewhere changes nothing here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+def _login(user: Any) -> str | None:
+    return str(user["login"]) if isinstance(user, dict) and user.get("login") else None
+
+
+class Comment(_Model):
+    id: int
+    body: str
+    user_login: str | None
+    html_url: str
+
+    @classmethod
+    def from_api(cls, data: dict[str, Any]) -> Comment:
+        return cls(
+            id=data["id"],
+            body=data.get("body") or "",
+            user_login=_login(data.get("user")),
+            html_url=data["html_url"],
+        )
+
+
+class PullRequest(_Model):
+    number: int
+    state: str
+    body: str
+    labels: tuple[str, ...]
+    head_sha: str
+    head_repo: str | None
+    base_sha: str
+    base_ref: str
+    base_repo: str
+    html_url: str
+
+    @property
+    def from_fork(self) -> bool:
+        return self.head_repo != self.base_repo
+
+    @classmethod
+    def from_api(cls, data: dict[str, Any]) -> PullRequest:
+        head_repo = data["head"].get("repo")
+        return cls(
+            number=data["number"],
+            state=data["state"],
+            body=data.get("body") or "",
+            labels=tuple(str(label["name"]) for label in data.get("labels") or ()),
+            head_sha=data["head"]["sha"],
+            head_repo=head_repo["full_name"] if head_repo else None,
+            base_sha=data["base"]["sha"],
+            base_ref=data["base"]["ref"],
+            base_repo=data["base"]["repo"]["full_name"],
+            html_url=data["html_url"],
+        )
+
+
+class ChangedFile(_Model):
+    """One file of a PR's diff; a rename keeps its old name too."""
+
+    filename: str
+    status: str
+    previous_filename: str | None = None
+
+    @classmethod
+    def from_api(cls, data: dict[str, Any]) -> ChangedFile:
+        return cls(
+            filename=data["filename"],
+            status=data["status"],
+            previous_filename=data.get("previous_filename"),
+        )
+
+
+class CheckRun(_Model):
+    id: int
+    status: str
+    conclusion: str | None
+    html_url: str | None
+
+    @classmethod
+    def from_api(cls, data: dict[str, Any]) -> CheckRun:
+        return cls(
+            id=data["id"],
+            status=data["status"],
+            conclusion=data.get("conclusion"),
+            html_url=data.get("html_url"),
+        )

@@ -1,0 +1,352 @@
+"""A fake GitHub for the routes the bot uses, held to GitHub's published contract.
+
+`FakeGitHub.handle` takes an `httpx.Request` and returns an `httpx.Response`: tests use it behind
+`httpx.MockTransport`, or behind a real HTTP server on 127.0.0.1 (`serve()`). Every request is
+validated against shared/reference/github-rest-subset.json before it is answered and every
+answer after; bodies start from the contract's own examples. Two routes are outside that subset
+(an installation token, a file's contents) and are checked by hand, as GitHub documents them.
+"""
+
+from __future__ import annotations
+
+import copy
+import http.server
+import itertools
+import json
+import re
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import jwt
+
+from tests.github import contract
+
+Handler = Callable[["FakeGitHub", httpx.Request, dict[str, str]], httpx.Response]
+NOW = "2026-12-01T12:00:00Z"
+
+
+@dataclass
+class Fault:
+    """An answer to give instead of the real one, `times` times, to matching requests."""
+
+    method: str
+    path: str  # a regex searched in the URL path
+    status: int
+    headers: dict[str, str] = field(default_factory=dict)
+    message: str = "Server Error"
+    times: int = 1
+
+
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> httpx.Response:
+    body = {"message": message, "documentation_url": "https://docs.github.com/rest"}
+    return httpx.Response(status, json=body, headers=headers)
+
+
+class FakeGitHub:
+    """Stateful: pull requests, files, comments, check runs and statuses per repository."""
+
+    def __init__(
+        self, *, tokens: dict[str, str] | None = None, app_public_key: str | None = None
+    ) -> None:
+        self.tokens = dict(tokens or {"ghs_test": "cpci-bot[bot]"})  # token -> login
+        self.app_public_key = app_public_key
+        self.pulls: dict[tuple[str, int], dict[str, Any]] = {}
+        self.files: dict[tuple[str, int], list[dict[str, Any]]] = {}
+        self.comments: dict[tuple[str, int], list[dict[str, Any]]] = {}
+        self.check_runs: dict[int, dict[str, Any]] = {}
+        self.statuses: list[dict[str, Any]] = []
+        self.contents: dict[tuple[str, str, str], str] = {}  # (repo, path, ref) -> text
+        self.faults: list[Fault] = []
+        self.calls: list[tuple[str, str]] = []
+        self.rate_limit_reset: int | None = None  # answer with a spent primary limit
+        self._ids = itertools.count(1001)
+
+    # -- arranging -------------------------------------------------------------------------
+
+    def add_pull(
+        self, repo: str, number: int, *, head_sha: str, base_sha: str, body: str = "",
+        labels: tuple[str, ...] = (), files: list[tuple[str, str] | tuple[str, str, str]] = (),  # type: ignore[assignment]
+    ) -> None:  # fmt: skip
+        """A PR; `files` as (status, name) or ("renamed", new, old)."""
+        pull = copy.deepcopy(contract._spec()["components"]["examples"]["pull-request"]["value"])
+        pull.update(number=number, body=body, requested_teams=[], state="open")
+        pull["labels"] = [{**pull["labels"][0], "name": name} for name in labels]
+        pull["head"]["sha"], pull["base"]["sha"] = head_sha, base_sha
+        pull["head"]["repo"]["full_name"] = pull["base"]["repo"]["full_name"] = repo
+        self.pulls[(repo, number)] = pull
+        self.files[(repo, number)] = [self._diff_entry(*entry) for entry in files]
+
+    def _diff_entry(self, status: str, name: str, old: str | None = None) -> dict[str, Any]:
+        entry = copy.deepcopy(
+            contract._spec()["components"]["examples"]["diff-entry-items"]["value"][0]
+        )
+        entry.update(filename=name, status=status)
+        if old is not None:
+            entry["previous_filename"] = old
+        return entry
+
+    def add_comment(self, repo: str, number: int, body: str, login: str) -> dict[str, Any]:
+        comment = copy.deepcopy(
+            contract._spec()["components"]["examples"]["issue-comment"]["value"]
+        )
+        comment_id = next(self._ids)
+        comment.update(
+            id=comment_id,
+            body=body,
+            html_url=f"https://github.com/{repo}/pull/{number}#issuecomment-{comment_id}",
+        )
+        comment["user"] = {**comment["user"], "login": login}
+        self.comments.setdefault((repo, number), []).append(comment)
+        return comment
+
+    def fail(self, method: str, path: str, status: int, **kwargs: Any) -> None:
+        self.faults.append(Fault(method, path, status, **kwargs))
+
+    def writes(self) -> list[tuple[str, str]]:
+        return [call for call in self.calls if call[0] in ("POST", "PATCH", "DELETE")]
+
+    # -- serving ---------------------------------------------------------------------------
+
+    def transport(self) -> httpx.MockTransport:
+        return httpx.MockTransport(self.handle)
+
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        request.read()
+        self.calls.append((request.method, request.url.path))
+        template, handler, params = _route(request)
+        if template is not None:
+            contract.validate_request(request)
+        response = (
+            self._fault(request) or self._authorized(request) or handler(self, request, params)
+        )
+        response.read()
+        if template is not None:
+            contract.validate_response(request, response, template)
+        return response
+
+    def _fault(self, request: httpx.Request) -> httpx.Response | None:
+        for fault in self.faults:
+            if (
+                fault.times > 0
+                and fault.method == request.method
+                and re.search(fault.path, request.url.path)
+            ):
+                fault.times -= 1
+                return _error(fault.status, fault.message, fault.headers)
+        return None
+
+    def _authorized(self, request: httpx.Request) -> httpx.Response | None:
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        if request.url.path.startswith("/app/"):
+            return None  # the app-token route checks its JWT itself
+        if scheme != "Bearer" or token not in self.tokens:
+            return _error(401, "Bad credentials")
+        assert request.headers["x-github-api-version"] == "2022-11-28"
+        return None
+
+    def login_of(self, request: httpx.Request) -> str:
+        return self.tokens[request.headers["authorization"].partition(" ")[2]]
+
+    def json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> httpx.Response:
+        headers = dict(headers or {})
+        if self.rate_limit_reset is not None:
+            headers |= {
+                "x-ratelimit-remaining": "0",
+                "x-ratelimit-reset": str(self.rate_limit_reset),
+            }
+        return httpx.Response(status, json=body, headers=headers)
+
+    def page(self, request: httpx.Request, items: list[Any]) -> httpx.Response:
+        per_page = int(request.url.params.get("per_page", 30))
+        number = int(request.url.params.get("page", 1))
+        chunk = items[(number - 1) * per_page : number * per_page]
+        last = max(1, -(-len(items) // per_page))
+        links = []
+        base = f"{request.url.scheme}://{request.url.netloc.decode()}{request.url.path}"
+        if number < last:
+            links.append(f'<{base}?per_page={per_page}&page={number + 1}>; rel="next"')
+            links.append(f'<{base}?per_page={per_page}&page={last}>; rel="last"')
+        return self.json(200, chunk, {"Link": ", ".join(links)} if links else None)
+
+    @contextmanager
+    def serve(self) -> Iterator[str]:
+        """Serve on a real loopback port; yields the base URL."""
+        fake = self
+
+        class _Handler(http.server.BaseHTTPRequestHandler):
+            def _any(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                request = httpx.Request(
+                    self.command,
+                    f"http://{self.headers['host']}{self.path}",
+                    headers=list(self.headers.items()),
+                    content=self.rfile.read(length),
+                )
+                response = fake.handle(request)
+                self.send_response(response.status_code)
+                for name, value in response.headers.items():
+                    if name.lower() not in ("content-length", "transfer-encoding"):
+                        self.send_header(name, value)
+                self.send_header("Content-Length", str(len(response.content)))
+                self.end_headers()
+                self.wfile.write(response.content)
+
+            do_GET = do_POST = do_PATCH = do_DELETE = _any
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            yield f"http://127.0.0.1:{server.server_address[1]}"
+        finally:
+            server.shutdown()
+            server.server_close()
+            thread.join()
+
+
+# -- routes ------------------------------------------------------------------------------------
+
+
+def _body(request: httpx.Request) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(request.content)
+    return data
+
+
+def _list_comments(fake: FakeGitHub, request: httpx.Request, p: dict[str, str]) -> httpx.Response:
+    return fake.page(request, fake.comments.get((f"{p['owner']}/{p['repo']}", int(p["n"])), []))
+
+
+def _create_comment(fake: FakeGitHub, request: httpx.Request, p: dict[str, str]) -> httpx.Response:
+    repo, number = f"{p['owner']}/{p['repo']}", int(p["n"])
+    body = _body(request)["body"]
+    if len(body) > 65536:
+        return _error(422, "Validation Failed: body is too long (maximum is 65536 characters)")
+    return fake.json(201, fake.add_comment(repo, number, body, fake.login_of(request)))
+
+
+def _update_comment(fake: FakeGitHub, request: httpx.Request, p: dict[str, str]) -> httpx.Response:
+    repo = f"{p['owner']}/{p['repo']}"
+    for (owner_repo, _), comments in fake.comments.items():
+        for comment in comments:
+            if owner_repo == repo and comment["id"] == int(p["id"]):
+                if comment["user"]["login"] != fake.login_of(request):
+                    return _error(403, "Resource not accessible by integration")
+                comment["body"] = _body(request)["body"]
+                return fake.json(200, comment)
+    return _error(404, "Not Found")
+
+
+def _get_pull(fake: FakeGitHub, request: httpx.Request, p: dict[str, str]) -> httpx.Response:
+    pull = fake.pulls.get((f"{p['owner']}/{p['repo']}", int(p["n"])))
+    return fake.json(200, pull) if pull else _error(404, "Not Found")
+
+
+def _list_files(fake: FakeGitHub, request: httpx.Request, p: dict[str, str]) -> httpx.Response:
+    return fake.page(request, fake.files.get((f"{p['owner']}/{p['repo']}", int(p["n"])), []))
+
+
+def _create_check(fake: FakeGitHub, request: httpx.Request, p: dict[str, str]) -> httpx.Response:
+    check = copy.deepcopy(contract._spec()["components"]["examples"]["check-run"]["value"])
+    fields = _body(request)
+    check.update(id=next(fake._ids), name=fields["name"], head_sha=fields["head_sha"])
+    _apply_check_fields(check, fields)
+    fake.check_runs[check["id"]] = check
+    return fake.json(201, check)
+
+
+def _update_check(fake: FakeGitHub, request: httpx.Request, p: dict[str, str]) -> httpx.Response:
+    check = fake.check_runs.get(int(p["id"]))
+    if check is None:
+        return _error(404, "Not Found")
+    _apply_check_fields(check, _body(request))
+    return fake.json(200, check)
+
+
+def _apply_check_fields(check: dict[str, Any], fields: dict[str, Any]) -> None:
+    check["status"] = fields.get(
+        "status", "completed" if "conclusion" in fields else check["status"]
+    )
+    check["conclusion"] = fields.get("conclusion") if check["status"] == "completed" else None
+    check["completed_at"] = NOW if check["status"] == "completed" else None
+    if "output" in fields:
+        check["output"] = {**check["output"], **fields["output"]}
+        check["output"]["text"] = fields["output"].get("text")
+    check["details_url"] = fields.get("details_url", check["details_url"])
+
+
+def _create_status(fake: FakeGitHub, request: httpx.Request, p: dict[str, str]) -> httpx.Response:
+    status = copy.deepcopy(contract._spec()["components"]["examples"]["status"]["value"])
+    status.update(_body(request), id=next(fake._ids))
+    fake.statuses.append({**status, "sha": p["sha"]})
+    return fake.json(201, status)
+
+
+def _contents(fake: FakeGitHub, request: httpx.Request, p: dict[str, str]) -> httpx.Response:
+    # Outside the subset: GET /repos/{owner}/{repo}/contents/{path}, raw media type.
+    assert request.headers["accept"] == "application/vnd.github.raw+json"
+    text = fake.contents.get((f"{p['owner']}/{p['repo']}", p["path"], request.url.params["ref"]))
+    if text is None:
+        return _error(404, "Not Found")
+    return httpx.Response(
+        200, text=text, headers={"content-type": "application/vnd.github.raw+json"}
+    )
+
+
+def _app_token(fake: FakeGitHub, request: httpx.Request, p: dict[str, str]) -> httpx.Response:
+    # Outside the subset: POST /app/installations/{id}/access_tokens with the app's RS256 JWT.
+    token = request.headers.get("authorization", "").removeprefix("Bearer ")
+    try:
+        claims = jwt.decode(  # expiry is checked below against the claims (tests fake the clock)
+            token,
+            fake.app_public_key or "",
+            algorithms=["RS256"],
+            options={"verify_exp": False, "verify_iat": False},
+        )
+    except jwt.PyJWTError:
+        return _error(401, "A JSON web token could not be decoded")
+    assert claims["exp"] - claims["iat"] <= 600, "GitHub rejects app JWTs valid over 10 minutes"
+    issued = f"ghs_installation_{p['id']}_{next(fake._ids)}"
+    fake.tokens[issued] = "cpci-app[bot]"
+    return httpx.Response(201, json={"token": issued, "expires_at": "2026-12-01T13:00:00Z"})
+
+
+_REPO = r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)"
+ROUTES: list[tuple[str, re.Pattern[str], str | None, Handler]] = [
+    (m, re.compile(_REPO + rx), t and "/repos/{owner}/{repo}" + t, h)
+    for m, rx, t, h in [
+        ("GET", r"/issues/(?P<n>\d+)/comments", "/issues/{issue_number}/comments", _list_comments),
+        (
+            "POST",
+            r"/issues/(?P<n>\d+)/comments",
+            "/issues/{issue_number}/comments",
+            _create_comment,
+        ),
+        (
+            "PATCH",
+            r"/issues/comments/(?P<id>\d+)",
+            "/issues/comments/{comment_id}",
+            _update_comment,
+        ),
+        ("GET", r"/pulls/(?P<n>\d+)", "/pulls/{pull_number}", _get_pull),
+        ("GET", r"/pulls/(?P<n>\d+)/files", "/pulls/{pull_number}/files", _list_files),
+        ("POST", r"/check-runs", "/check-runs", _create_check),
+        ("PATCH", r"/check-runs/(?P<id>\d+)", "/check-runs/{check_run_id}", _update_check),
+        ("POST", r"/statuses/(?P<sha>[0-9a-f]+)", "/statuses/{sha}", _create_status),
+        ("GET", r"/contents/(?P<path>.+)", None, _contents),
+    ]
+] + [("POST", re.compile(r"/app/installations/(?P<id>\d+)/access_tokens"), None, _app_token)]
+
+
+def _route(request: httpx.Request) -> tuple[str | None, Handler, dict[str, str]]:
+    for method, pattern, template, handler in ROUTES:
+        match = pattern.fullmatch(request.url.path)
+        if method == request.method and match:
+            return template, handler, match.groupdict()
+    raise AssertionError(f"the fake has no route {request.method} {request.url.path}")
