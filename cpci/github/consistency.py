@@ -1,0 +1,96 @@
+"""Evaluate file-consistency rules against a change: which declared groups changed only in part.
+
+The same evaluation serves the service (files from GitHub's PR file list) and `cpci consistency`
+(files from `git diff` on a checkout). A renamed file counts under its old and its new name, so
+moving one file of a pair is noticed. An acknowledgement (label `cpci-ack:RULE` or a line
+`cpci-ack: RULE` in the PR body) turns a finding into a note that neither warns nor fails.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from typing import Literal
+
+from pydantic import BaseModel
+
+from cpci.github.models import ChangedFile
+from cpci.github.rules import Rule
+
+ACK_LABEL_PREFIX = "cpci-ack:"
+_ACK_LINE = re.compile(r"^[ \t]*cpci-ack:[ \t]*(\S+)[ \t]*$", re.MULTILINE)
+Level = Literal["fail", "warn", "note"]
+
+
+class Finding(BaseModel):
+    """One rule whose paths changed only in part."""
+
+    rule: str
+    level: Level
+    severity: Literal["warn", "fail"]
+    message: str
+    changed: list[str]  # the rule's paths/globs that matched a changed file
+    unchanged: list[str]  # those that did not
+    files: list[str]  # the changed files that matched
+    acknowledged: bool
+
+
+class ConsistencyResult(BaseModel):
+    rules: int
+    files: int
+    findings: list[Finding]
+
+    @property
+    def failed(self) -> bool:
+        return any(f.level == "fail" for f in self.findings)
+
+    @property
+    def warned(self) -> bool:
+        return any(f.level == "warn" for f in self.findings)
+
+
+def changed_names(files: Iterable[ChangedFile]) -> set[str]:
+    """Every path the change touched; a rename contributes both names."""
+    names: set[str] = set()
+    for f in files:
+        names.add(f.filename)
+        if f.previous_filename:
+            names.add(f.previous_filename)
+    return names
+
+
+def acknowledgements(labels: Iterable[str], body: str) -> set[str]:
+    """Rule names acknowledged by a `cpci-ack:RULE` label or a `cpci-ack: RULE` body line."""
+    acked = {
+        label[len(ACK_LABEL_PREFIX) :].strip()
+        for label in labels
+        if label.startswith(ACK_LABEL_PREFIX)
+    }
+    return acked | set(_ACK_LINE.findall(body or ""))
+
+
+def evaluate(
+    rules: Sequence[Rule], files: Iterable[ChangedFile], acked: Iterable[str] = ()
+) -> ConsistencyResult:
+    """The findings of `rules` on a change, in rule order."""
+    names = sorted(changed_names(files))
+    acknowledged = set(acked)
+    findings = []
+    for rule in rules:
+        hits = [[n for n in names if pattern.fullmatch(n)] for pattern in rule.patterns]
+        if all(hits) or not any(hits):
+            continue
+        is_acked = rule.name in acknowledged
+        findings.append(
+            Finding(
+                rule=rule.name,
+                level="note" if is_acked else rule.severity,
+                severity=rule.severity,
+                message=rule.message or f"these paths change together: {', '.join(rule.paths)}",
+                changed=[p for p, h in zip(rule.paths, hits, strict=True) if h],
+                unchanged=[p for p, h in zip(rule.paths, hits, strict=True) if not h],
+                files=sorted({n for h in hits for n in h}),
+                acknowledged=is_acked,
+            )
+        )
+    return ConsistencyResult(rules=len(rules), files=len(names), findings=findings)

@@ -1,0 +1,50 @@
+"""A change's files from a local git checkout, as GitHub would list them for a PR.
+
+`git diff base...head` compares head with the merge base, as a pull request's "Files changed"
+does, and `-M` reports renames with both names.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from cpci.github.models import ChangedFile
+
+_STATUS = {"A": "added", "M": "modified", "D": "removed", "R": "renamed", "C": "copied"}
+
+
+class GitError(RuntimeError):
+    """git failed; the message holds its stderr and what to check."""
+
+
+def changed_files(base: str, head: str, repo: str | Path = ".") -> list[ChangedFile]:
+    """The files changed between the merge base of `base` and `head`, and `head`."""
+    command = ["git", "-C", str(repo), "diff", "--name-status", "-M", "-z", f"{base}...{head}"]
+    try:
+        done = subprocess.run(command, capture_output=True, check=False)
+    except FileNotFoundError as exc:
+        raise GitError("git is not installed or not on PATH") from exc
+    if done.returncode != 0:
+        stderr = done.stderr.decode(errors="replace").strip()
+        raise GitError(
+            f"`{' '.join(command)}` failed: {stderr}. Both refs must exist in the checkout: "
+            "with actions/checkout, set `fetch-depth: 0` (a shallow clone has no merge base)"
+        )
+    return parse_name_status(done.stdout.decode())
+
+
+def parse_name_status(output: str) -> list[ChangedFile]:
+    """Parse `git diff --name-status -z`: STATUS NUL PATH [NUL NEW_PATH] for each file."""
+    fields = output.split("\0")
+    files, i = [], 0
+    while i < len(fields) and fields[i]:
+        code = fields[i][0]
+        if code in "RC":
+            files.append(ChangedFile(filename=fields[i + 2], status=_STATUS[code],
+                                     previous_filename=fields[i + 1]))  # fmt: skip
+            i += 3
+        else:
+            files.append(ChangedFile(filename=fields[i + 1], status=_STATUS.get(code, "changed")))
+            i += 2
+    return files

@@ -1,0 +1,153 @@
+"""The file-consistency rules file (`.github/cpci.yml` in the user's repository).
+
+```yaml
+consistency:
+  - name: dtensor-policy-worker          # letters, digits, . _ -; used in acknowledgements
+    paths:                               # two or more paths or globs that change together
+      - nemo_rl/models/policy/workers/dtensor_policy_worker.py
+      - nemo_rl/models/policy/workers/dtensor_policy_worker_v2.py
+    severity: warn                       # warn (default) or fail
+    message: Port the change to both workers.
+```
+
+Parsed from YAML nodes, not plain data, so every error names the file, the line and the fix.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Literal
+
+import yaml
+
+DEFAULT_PATH = ".github/cpci.yml"
+RULE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+Severity = Literal["warn", "fail"]
+_RULE_KEYS = {"name", "paths", "severity", "message"}
+
+
+class RulesError(ValueError):
+    """The rules file is not valid; the message starts with FILE:LINE."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Paths or globs that must change together; `severity` says whether a miss fails."""
+
+    name: str
+    paths: tuple[str, ...]
+    severity: Severity = "warn"
+    message: str = ""
+
+    @cached_property
+    def patterns(self) -> tuple[re.Pattern[str], ...]:
+        return tuple(glob_pattern(p) for p in self.paths)
+
+
+def glob_pattern(glob: str) -> re.Pattern[str]:
+    """A path glob: `*` and `?` stay within one directory, `**/` spans any number of them."""
+    out, i = [], 0
+    while i < len(glob):
+        if glob.startswith("**/", i):
+            out.append("(?:[^/]+/)*")
+            i += 3
+        elif glob.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif glob[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif glob[i] == "?":
+            out.append("[^/]")
+            i += 1
+        else:
+            out.append(re.escape(glob[i]))
+            i += 1
+    return re.compile("".join(out))
+
+
+def parse_rules(source: str, filename: str = DEFAULT_PATH) -> list[Rule]:
+    """Rules from the file's text; an empty file has none."""
+    try:
+        root = yaml.compose(source, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark is not None else 1
+        raise RulesError(f"{filename}:{line}: not valid YAML: {exc.problem}") from exc
+    if root is None:
+        return []
+    where = _Where(filename)
+    top = where.mapping(root, "the file")
+    unknown = sorted(set(top) - {"consistency"})
+    if unknown:
+        raise where.error(top[unknown[0]][0], f"unknown key {unknown[0]!r}; expected 'consistency'")
+    if "consistency" not in top:
+        return []
+    entries = where.sequence(top["consistency"][1], "'consistency'")
+    rules = [where.rule(entry) for entry in entries]
+    seen: dict[str, int] = {}
+    for entry, rule in zip(entries, rules, strict=True):
+        if rule.name in seen:
+            raise where.error(
+                entry, f"rule name {rule.name!r} is used twice (first on line {seen[rule.name]})"
+            )
+        seen[rule.name] = entry.start_mark.line + 1
+    return rules
+
+
+class _Where:
+    def __init__(self, filename: str) -> None:
+        self.filename = filename
+
+    def error(self, node: yaml.Node, problem: str) -> RulesError:
+        return RulesError(f"{self.filename}:{node.start_mark.line + 1}: {problem}")
+
+    def mapping(self, node: yaml.Node, what: str) -> dict[str, tuple[yaml.Node, yaml.Node]]:
+        if not isinstance(node, yaml.MappingNode):
+            raise self.error(node, f"{what} must be a mapping (key: value lines)")
+        return {str(k.value): (k, v) for k, v in node.value}
+
+    def sequence(self, node: yaml.Node, what: str) -> list[yaml.Node]:
+        if not isinstance(node, yaml.SequenceNode):
+            raise self.error(node, f"{what} must be a list (lines starting with '- ')")
+        return list(node.value)
+
+    def string(self, node: yaml.Node, what: str) -> str:
+        if not isinstance(node, yaml.ScalarNode) or not str(node.value).strip():
+            raise self.error(node, f"{what} must be a non-empty string")
+        return str(node.value)
+
+    def rule(self, node: yaml.Node) -> Rule:
+        fields = self.mapping(node, "each consistency rule")
+        for key, (key_node, _) in fields.items():
+            if key not in _RULE_KEYS:
+                raise self.error(
+                    key_node, f"unknown key {key!r} in a rule; expected {sorted(_RULE_KEYS)}"
+                )
+        for required in ("name", "paths"):
+            if required not in fields:
+                raise self.error(node, f"the rule has no {required!r}")
+        name = self.string(fields["name"][1], "'name'")
+        if not RULE_NAME.fullmatch(name):
+            raise self.error(
+                fields["name"][1],
+                f"rule name {name!r} may only hold letters, digits, '.', '_' and '-' "
+                "(it is typed in acknowledgements: cpci-ack: NAME)",
+            )
+        paths = [self.string(p, "each path") for p in self.sequence(fields["paths"][1], "'paths'")]
+        if len(set(paths)) < 2:
+            raise self.error(
+                fields["paths"][1], f"rule {name!r} needs two or more different paths or globs"
+            )
+        severity: Severity = "warn"
+        if "severity" in fields:
+            given = self.string(fields["severity"][1], "'severity'")
+            if given not in ("warn", "fail"):
+                raise self.error(
+                    fields["severity"][1], f"severity must be 'warn' or 'fail', got {given!r}"
+                )
+            severity = "fail" if given == "fail" else "warn"
+        message = self.string(fields["message"][1], "'message'") if "message" in fields else ""
+        return Rule(name, tuple(paths), severity, message)

@@ -1,0 +1,144 @@
+"""File-consistency rules: parsing with line-numbered errors, evaluation, acks, renames, git."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from cpci.cli import main
+from cpci.github.consistency import acknowledgements, evaluate
+from cpci.github.gitdiff import parse_name_status
+from cpci.github.models import ChangedFile
+from cpci.github.rules import RulesError, glob_pattern, parse_rules
+
+EXAMPLE = Path(__file__).parents[2] / "examples" / "cpci.yml"
+V1 = "nemo_rl/models/policy/workers/dtensor_policy_worker.py"
+V2 = "nemo_rl/models/policy/workers/dtensor_policy_worker_v2.py"
+
+
+def changed(*names: str) -> list[ChangedFile]:
+    return [ChangedFile(filename=n, status="modified") for n in names]
+
+
+def test_example_rules_flag_v2_changed_without_v1() -> None:
+    rules = parse_rules(EXAMPLE.read_text(), str(EXAMPLE))
+    result = evaluate(rules, changed(V2, "README.md"))
+    [finding] = result.findings
+    assert (finding.rule, finding.level) == ("dtensor-policy-worker", "warn")
+    assert finding.files == [V2]
+    assert finding.unchanged == [V1]
+    assert "cpci-ack: dtensor-policy-worker" in finding.message
+    assert evaluate(rules, changed(V1, V2)).findings == []
+    assert evaluate(rules, changed("README.md")).findings == []
+
+
+def test_globs_stay_within_directories_unless_double_star() -> None:
+    assert glob_pattern("src/*.py").fullmatch("src/a.py")
+    assert not glob_pattern("src/*.py").fullmatch("src/sub/a.py")
+    assert glob_pattern("src/**/*.py").fullmatch("src/a.py")
+    assert glob_pattern("src/**/*.py").fullmatch("src/x/y/a.py")
+    assert not glob_pattern("src/a?.py").fullmatch("src/a/.py")
+
+
+def test_a_rename_counts_under_both_names() -> None:
+    rules = parse_rules("consistency:\n  - {name: pair, paths: [a/old.py, b/twin.py]}\n")
+    moved = [ChangedFile(filename="a/new.py", status="renamed", previous_filename="a/old.py")]
+    [finding] = evaluate(rules, moved).findings
+    assert finding.files == ["a/old.py"]
+
+
+def test_acknowledgement_by_label_or_body_line_turns_it_into_a_note() -> None:
+    rules = parse_rules("consistency:\n  - {name: pair, paths: [a, b], severity: fail}\n")
+    assert evaluate(rules, changed("a")).failed
+    body = "Fixes things.\n\ncpci-ack: pair\n"
+    for acked in (acknowledgements((), body), acknowledgements(["cpci-ack:pair"], "")):
+        result = evaluate(rules, changed("a"), acked)
+        assert [f.level for f in result.findings] == ["note"]
+        assert not result.failed
+    assert acknowledgements((), "we do not cpci-ack: pair inline") == set()
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("consistency:\n  - name: a\n    paths: [x, y]\n   bad: [", r"cpci\.yml:4: not valid YAML"),
+        ("consistency:\n  - name: a\n    path: [x, y]\n", r":3: unknown key 'path' in a rule"),
+        ("consistency:\n  - name: a\n    paths: [x]\n", r":3: rule 'a' needs two or more"),
+        ("consistency:\n  - name: a b\n    paths: [x, y]\n", r":2: rule name 'a b' may only"),
+        ("consistency:\n  - paths: [x, y]\n", r":2: the rule has no 'name'"),
+        (
+            "consistency:\n  - {name: a, paths: [x, y]}\n  - {name: a, paths: [x, z]}\n",
+            r":3: rule name 'a' is used twice \(first on line 2\)",
+        ),
+        ("consistency:\n  - {name: a, paths: [x, y], severity: error}\n", r":2: severity must"),
+        ("consistancy: []\n", r":1: unknown key 'consistancy'"),
+        ("consistency: {name: a}\n", r":1: 'consistency' must be a list"),
+    ],
+)
+def test_bad_rule_files_name_the_line_and_the_problem(source: str, expected: str) -> None:
+    with pytest.raises(RulesError, match=expected):
+        parse_rules(source, ".github/cpci.yml")
+
+
+def test_git_name_status_with_renames() -> None:
+    out = "M\0a.py\0R087\0old dir/x.py\0new dir/x.py\0D\0gone.py\0"
+    files = parse_name_status(out)
+    assert [(f.status, f.filename, f.previous_filename) for f in files] == [
+        ("modified", "a.py", None),
+        ("renamed", "new dir/x.py", "old dir/x.py"),
+        ("removed", "gone.py", None),
+    ]
+
+
+def _git(repo: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True,
+        env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
+             "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com",
+             "PATH": "/usr/bin:/bin", "HOME": str(repo)},
+    )  # fmt: skip
+    return done.stdout.strip()
+
+
+@pytest.fixture
+def checkout(tmp_path: Path) -> Path:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    (repo / ".github").mkdir()
+    (repo / ".github" / "cpci.yml").write_text(EXAMPLE.read_text())
+    workers = repo / "nemo_rl/models/policy/workers"
+    workers.mkdir(parents=True)
+    (repo / V1).write_text("v1\n")
+    (repo / V2).write_text("v2\n")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-q", "-m", "base")
+    _git(repo, "checkout", "-q", "-b", "feature")
+    (repo / V2).write_text("v2 changed\n")
+    _git(repo, "commit", "-q", "-am", "change v2 only")
+    return repo
+
+
+def test_cli_on_a_real_checkout(checkout: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["consistency", "--base", "main", "--head", "feature", "--repo", str(checkout)])
+    out = capsys.readouterr().out
+    assert code == 0  # a warning does not fail
+    assert f"warn: rule dtensor-policy-worker: changed {V2} but not {V1}" in out
+    assert main(["consistency", "--base", "main", "--repo", str(checkout), "--json",
+                 "--ack", "dtensor-policy-worker"]) == 0  # fmt: skip
+    report = json.loads(capsys.readouterr().out)
+    assert [f["level"] for f in report["findings"]] == ["note"]
+
+
+def test_cli_fail_rule_exits_1_and_bad_ref_exits_2(
+    checkout: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rules = checkout / "strict.yml"
+    rules.write_text(f"consistency:\n  - {{name: w, paths: [{V1}, {V2}], severity: fail}}\n")
+    args = ["consistency", "--base", "main", "--head", "feature", "--repo", str(checkout)]
+    assert main([*args, "--rules", str(rules)]) == 1
+    assert main(["consistency", "--base", "nope", "--repo", str(checkout)]) == 2
+    assert "fetch-depth: 0" in capsys.readouterr().err
