@@ -24,6 +24,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/hadolint Dockerfile
 
 ## test: lint, then every test
 test: lint
