@@ -22,7 +22,7 @@ import torch
 from cpci.cp.balancer import SequenceBalancer
 from cpci.cp.comm import group_rank_and_size, heads_to_seq, seq_to_heads
 from cpci.cp.kernel import LocalAttention, causal_mask, expand_kv
-from cpci.cp.shapes import Layout, check_inputs, default_scale, from_bhsd, to_bhsd
+from cpci.cp.shapes import AttentionShape, Layout, attend_in_layout
 
 InnerAttention = Callable[[Any, Any, Any], Any]
 
@@ -68,24 +68,24 @@ def a2a_attention(
     Query heads must be divisible by the group size. The result is this rank's output shard.
     """
     _, size = group_rank_and_size(group)
-    shape = check_inputs(
-        q, k, v, layout=layout, cp_size=size, load_balance=load_balance, head_split=size
-    )
-    scale_ = default_scale(shape.head_dim_qk, scale)
-    seq = shape.seq_local * size
 
-    def local(q_BHTD: Any, k_BHTD: Any, v_BHTDv: Any) -> Any:
-        pos_T = torch.arange(seq, device=q_BHTD.device)
-        mask_TT = causal_mask(pos_T, pos_T) if causal else None
-        return LocalAttention.apply(q_BHTD, k_BHTD, v_BHTDv, mask_TT, scale_)
+    def attend(
+        q_BHqSD: Any, k_BHkvSD: Any, v_BHkvSDv: Any, scale_: float, shape: AttentionShape
+    ) -> Any:
+        seq = shape.seq_local * size
 
-    out_BHqSDv = ulysses(
-        to_bhsd(q, layout),
-        to_bhsd(k, layout),
-        to_bhsd(v, layout),
-        group=group,
-        balancer=SequenceBalancer(seq, size, head_tail=load_balance),
-        cp_ranks=list(range(size)),
-        inner=local,
-    )
-    return from_bhsd(out_BHqSDv, layout)
+        def local(q_BHTD: Any, k_BHTD: Any, v_BHTDv: Any) -> Any:
+            pos_T = torch.arange(seq, device=q_BHTD.device)
+            mask_TT = causal_mask(pos_T, pos_T) if causal else None
+            return LocalAttention.apply(q_BHTD, k_BHTD, v_BHTDv, mask_TT, scale_)
+
+        return ulysses(
+            q_BHqSD, k_BHkvSD, v_BHkvSDv, group=group,
+            balancer=SequenceBalancer(seq, size, head_tail=load_balance),
+            cp_ranks=list(range(size)), inner=local,
+        )  # fmt: skip
+
+    return attend_in_layout(
+        q, k, v, layout=layout, cp_size=size, load_balance=load_balance, scale=scale,
+        attend=attend, head_split=size,
+    )  # fmt: skip

@@ -22,7 +22,7 @@ from cpci.cp.a2a import ulysses
 from cpci.cp.balancer import SequenceBalancer
 from cpci.cp.comm import group_rank_and_size
 from cpci.cp.p2p import ring_attention_bhsd
-from cpci.cp.shapes import Layout, check_inputs, default_scale, from_bhsd, to_bhsd
+from cpci.cp.shapes import AttentionShape, Layout, attend_in_layout
 
 
 def hierarchical_groups(
@@ -74,34 +74,29 @@ def a2a_p2p_attention(
     _, a2a_size = group_rank_and_size(a2a_group)
     p, p2p_size = group_rank_and_size(p2p_group)
     cp = a2a_size * p2p_size
-    shape = check_inputs(
-        q, k, v, layout=layout, cp_size=cp, load_balance=load_balance, head_split=a2a_size
-    )
-    seq = shape.seq_local * cp
-    balancer = SequenceBalancer(seq, cp, head_tail=load_balance)
-    cp_ranks = [p * a2a_size + j for j in range(a2a_size)]
-    ring_layout = SequenceBalancer(seq, p2p_size, head_tail=load_balance)
-    gathered_T = torch.cat([balancer.positions(r) for r in cp_ranks]).sort().values
-    assert torch.equal(gathered_T, ring_layout.positions(p)), "a2a groups must hold ring chunks"
 
-    def ring(q_BHTD: Any, k_BHTD: Any, v_BHTDv: Any) -> Any:
-        return ring_attention_bhsd(
-            q_BHTD,
-            k_BHTD,
-            v_BHTDv,
-            group=p2p_group,
-            causal=causal,
-            load_balance=load_balance,
-            scale=default_scale(shape.head_dim_qk, scale),
-        )
+    def attend(
+        q_BHqSD: Any, k_BHkvSD: Any, v_BHkvSDv: Any, scale_: float, shape: AttentionShape
+    ) -> Any:
+        seq = shape.seq_local * cp
+        balancer = SequenceBalancer(seq, cp, head_tail=load_balance)
+        cp_ranks = [p * a2a_size + j for j in range(a2a_size)]
+        ring_layout = SequenceBalancer(seq, p2p_size, head_tail=load_balance)
+        gathered_T = torch.cat([balancer.positions(r) for r in cp_ranks]).sort().values
+        assert torch.equal(gathered_T, ring_layout.positions(p)), "a2a groups hold ring chunks"
 
-    out_BHqSDv = ulysses(
-        to_bhsd(q, layout),
-        to_bhsd(k, layout),
-        to_bhsd(v, layout),
-        group=a2a_group,
-        balancer=balancer,
-        cp_ranks=cp_ranks,
-        inner=ring,
-    )
-    return from_bhsd(out_BHqSDv, layout)
+        def ring(q_BHTD: Any, k_BHTD: Any, v_BHTDv: Any) -> Any:
+            return ring_attention_bhsd(
+                q_BHTD, k_BHTD, v_BHTDv, group=p2p_group, causal=causal,
+                load_balance=load_balance, scale=scale_,
+            )  # fmt: skip
+
+        return ulysses(
+            q_BHqSD, k_BHkvSD, v_BHkvSDv, group=a2a_group, balancer=balancer,
+            cp_ranks=cp_ranks, inner=ring,
+        )  # fmt: skip
+
+    return attend_in_layout(
+        q, k, v, layout=layout, cp_size=cp, load_balance=load_balance, scale=scale,
+        attend=attend, head_split=a2a_size,
+    )  # fmt: skip

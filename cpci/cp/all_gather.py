@@ -18,7 +18,7 @@ import torch
 from cpci.cp.balancer import SequenceBalancer
 from cpci.cp.comm import all_gather_seq, group_rank_and_size, reduce_scatter_seq
 from cpci.cp.kernel import block_backward, block_forward, causal_mask
-from cpci.cp.shapes import Layout, check_inputs, default_scale, from_bhsd, to_bhsd
+from cpci.cp.shapes import Layout, attend_in_layout
 
 
 class _AllGatherAttention(torch.autograd.Function):
@@ -81,14 +81,13 @@ def all_gather_attention(
     `q`, `k`, `v` are local shards in `layout`; the result is this rank's output shard.
     """
     _, size = group_rank_and_size(group)
-    shape = check_inputs(q, k, v, layout=layout, cp_size=size, load_balance=load_balance)
-    out_BHqSDv = _AllGatherAttention.apply(
-        to_bhsd(q, layout),
-        to_bhsd(k, layout),
-        to_bhsd(v, layout),
-        group,
-        causal,
-        load_balance,
-        default_scale(shape.head_dim_qk, scale),
-    )
-    return from_bhsd(out_BHqSDv, layout)
+
+    def attend(q_BHqSD: Any, k_BHkvSD: Any, v_BHkvSDv: Any, scale_: float, _: Any) -> Any:
+        return _AllGatherAttention.apply(
+            q_BHqSD, k_BHkvSD, v_BHkvSDv, group, causal, load_balance, scale_
+        )
+
+    return attend_in_layout(
+        q, k, v, layout=layout, cp_size=size, load_balance=load_balance, scale=scale,
+        attend=attend,
+    )  # fmt: skip

@@ -24,7 +24,7 @@ import torch
 
 from cpci.cp.comm import group_rank_and_size, ring_shift
 from cpci.cp.kernel import block_backward, block_forward, causal_mask, empty_partial, merge_partials
-from cpci.cp.shapes import Layout, check_inputs, default_scale, from_bhsd, to_bhsd
+from cpci.cp.shapes import Layout, attend_in_layout
 
 
 @dataclass(frozen=True)
@@ -183,14 +183,14 @@ def p2p_attention(
     `q`, `k`, `v` are local shards in `layout`; the result is this rank's output shard.
     """
     _, size = group_rank_and_size(group)
-    shape = check_inputs(q, k, v, layout=layout, cp_size=size, load_balance=load_balance)
-    out_BHqSDv = ring_attention_bhsd(
-        to_bhsd(q, layout),
-        to_bhsd(k, layout),
-        to_bhsd(v, layout),
-        group=group,
-        causal=causal,
-        load_balance=load_balance,
-        scale=default_scale(shape.head_dim_qk, scale),
-    )
-    return from_bhsd(out_BHqSDv, layout)
+
+    def attend(q_BHqSD: Any, k_BHkvSD: Any, v_BHkvSDv: Any, scale_: float, _: Any) -> Any:
+        return ring_attention_bhsd(
+            q_BHqSD, k_BHkvSD, v_BHkvSDv, group=group, causal=causal,
+            load_balance=load_balance, scale=scale_,
+        )  # fmt: skip
+
+    return attend_in_layout(
+        q, k, v, layout=layout, cp_size=size, load_balance=load_balance, scale=scale,
+        attend=attend,
+    )  # fmt: skip

@@ -9,6 +9,7 @@ Hkv key/value heads), D head dim.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -115,3 +116,34 @@ def check_inputs(
 def default_scale(head_dim: int, scale: float | None) -> float:
     """The softmax scale: `scale` if given, else 1/sqrt(head_dim) as in SDPA."""
     return float(scale) if scale is not None else head_dim**-0.5
+
+
+# attend(q_BHqSD, k_BHkvSD, v_BHkvSDv, scale, shape) -> out_BHqSDv
+BHSDAttention = Callable[[Any, Any, Any, float, AttentionShape], Any]
+
+
+def attend_in_layout(
+    q: Any,
+    k: Any,
+    v: Any,
+    *,
+    layout: str,
+    cp_size: int,
+    load_balance: bool,
+    scale: float | None,
+    attend: BHSDAttention,
+    head_split: int = 1,
+) -> Any:
+    """Check the shards, run `attend` on BHSD views with the resolved scale, answer in `layout`.
+
+    The one front door of every algorithm: what they share is checked and converted here.
+    """
+    shape = check_inputs(
+        q, k, v, layout=layout, cp_size=cp_size, load_balance=load_balance, head_split=head_split
+    )
+    layout_: Layout = "bshd" if layout == "bshd" else "sbhd"
+    q_BHqSD, k_BHkvSD, v_BHkvSDv = (to_bhsd(x, layout_) for x in (q, k, v))
+    out_BHqSDv = attend(
+        q_BHqSD, k_BHkvSD, v_BHkvSDv, default_scale(shape.head_dim_qk, scale), shape
+    )
+    return from_bhsd(out_BHqSDv, layout_)
