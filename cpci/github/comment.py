@@ -1,0 +1,237 @@
+"""The PR comment: the service's PR report and the consistency findings, as one Markdown body.
+
+A headline with the verdict and the counts (configs vs runs) and shard progress, then one section
+per verdict in the order a reader acts on them. Long sections collapse. Untrusted text goes
+through `cpci.github.markdown`. The body stays under GitHub's 65,536 characters by listing fewer
+items per section, pointing at the full report for the rest. The first line is the hidden marker
+the bot finds its comment by; it also records whether the PR was red, for `new-on-regression`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+from cpci.github import markdown as md
+from cpci.github.client import COMMENT_LIMIT
+from cpci.github.consistency import ConsistencyResult, Finding
+from cpci.github.gate import FailOn, Gate, gate
+from cpci.server.reports import ConfigVerdict, PullRequestReport, ShiftFinding
+
+MARKER = "<!-- cpci:pr-report"
+_STATE = re.compile(r"^<!-- cpci:pr-report state=(\w+) -->")
+#: Items per section, tried in turn until the body fits.
+ITEM_CAPS = (50, 20, 8, 3, 0)
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class CommentOptions:
+    """`service_url` makes the report's relative links absolute; sections longer than
+    `collapse_over` items are folded into <details>."""
+
+    service_url: str | None = None
+    fail_on: FailOn = "new-failures"
+    collapse_over: int = 5
+    limit: int = COMMENT_LIMIT
+
+
+def marker_line(state: Gate) -> str:
+    return f"{MARKER} state={state} -->"
+
+
+def state_of(body: str) -> str | None:
+    """The gate recorded in one of our comments, None for a body without our marker."""
+    match = _STATE.match(body)
+    return match.group(1) if match else None
+
+
+def render(
+    report: PullRequestReport | None,
+    consistency: ConsistencyResult | None,
+    options: CommentOptions = CommentOptions(),
+    *,
+    repository: str = "",
+    pull_request: int = 0,
+) -> str:
+    """The comment body, at most `options.limit` characters."""
+    verdict = gate(report, consistency, options.fail_on)
+    full = _full_report_url(report, options, repository, pull_request)
+    for cap in ITEM_CAPS:
+        body = _render(report, consistency, options, verdict, cap, full)
+        if len(body) <= options.limit:
+            return body
+    tail = "\n\n… truncated" + (f": {md.link('full report', full)}" if full else "")
+    return body[: options.limit - len(tail)] + tail
+
+
+def _render(
+    report: PullRequestReport | None,
+    consistency: ConsistencyResult | None,
+    options: CommentOptions,
+    verdict: Gate,
+    cap: int,
+    full: str | None,
+) -> str:
+    parts = [marker_line(verdict), _headline(report, consistency, verdict)]
+    if report is not None:
+        parts.append(_scope(report))
+        parts += [
+            _section(
+                "❌ New failures", report.new_failures, options, cap, full, _failure, open_=True
+            ),
+            _section("🧱 Broken at base", report.broken_at_base, options, cap, full, _failure),
+            _section("🎲 Flaky", report.flaky, options, cap, full, _flaky),
+            _section("🛠️ Infra", report.infra, options, cap, full, _infra),
+            _section("✅ Fixed", report.fixed, options, cap, full, _plain),
+            _section("❔ No baseline", report.no_baseline, options, cap, full, _reason),
+            _section(
+                "🐢 Slower than base", report.duration_regressions, options, cap, full, _shift
+            ),
+            _section("📈 Numeric drift", report.metric_drift, options, cap, full, _shift),
+        ]
+    if consistency is not None:
+        parts.append(_section("🔗 File consistency", consistency.findings, options, cap, full,
+                              _finding, open_=True))  # fmt: skip
+    if full:
+        parts.append(f"<sub>{md.link('Full report', full)}</sub>")
+    return "\n\n".join(p for p in parts if p) + "\n"
+
+
+def _headline(
+    report: PullRequestReport | None, consistency: ConsistencyResult | None, verdict: Gate
+) -> str:
+    broken = sum(f.level != "note" for f in consistency.findings) if consistency else 0
+    rules = f", {broken} file-consistency warning(s)" if broken else ""
+    if report is None:
+        return f"## ⏳ cpci: no results uploaded yet{rules}"
+    if report.status == "pending":
+        return f"## ⏳ cpci: waiting for shards ({report.shards.text}){rules}"
+    icon = {"failure": "❌", "neutral": "⚠️", "success": "✅"}.get(verdict, "⏳")
+    if report.new_failures:
+        what = f"{len(report.new_failures)} new failure(s)"
+    elif verdict == "failure" and not consistency_failed(consistency):
+        what = "failures (none new)"
+    elif verdict == "failure":
+        what = "file-consistency rule broken"
+    elif verdict == "success":
+        what = "all passed"
+    else:
+        what = "no new failures"
+    return f"## {icon} cpci: {what}{rules}"
+
+
+def consistency_failed(consistency: ConsistencyResult | None) -> bool:
+    return consistency is not None and consistency.failed
+
+
+def _scope(report: PullRequestReport) -> str:
+    counts = report.counts
+    head = md.code(report.head_commit[:12])
+    base = report.baseline.used_commit
+    against = f" vs base {md.code(base[:12])}" if base else ""
+    lines = [
+        f"**{counts.configs:,} configs, {counts.results:,} runs** · "
+        f"{report.shards.reported}/{report.shards.expected} shards reported · "
+        f"head {head}{against}",
+    ]
+    if report.status == "pending":
+        missing = ", ".join(str(i) for i in report.shards.missing[:20])
+        lines.append(f"No verdict until every shard is in (missing: {missing or 'unknown'}).")
+    elif not base:
+        lines.append(f"Baseline: {md.text(report.baseline.note)}")
+    return "  \n".join(lines)
+
+
+def _section(
+    title: str,
+    items: Sequence[T],
+    options: CommentOptions,
+    cap: int,
+    full: str | None,
+    line: Callable[[T, str], str],
+    *,
+    open_: bool = False,
+) -> str:
+    if not items:
+        return ""
+    base = (options.service_url or "").rstrip("/")
+    shown = [f"- {line(item, base)}" for item in items[:cap]]
+    if len(items) > cap:
+        more = f"- … and {len(items) - cap} more"
+        shown.append(more + (f" in the {md.link('full report', full)}" if full else ""))
+    body = "\n".join(shown)
+    heading = f"{title} ({len(items):,})"
+    if len(items) > options.collapse_over or not open_:
+        return md.details(f"<b>{heading}</b>", body, open_=open_ and len(items) <= 20)
+    return f"### {heading}\n\n{body}"
+
+
+def _history(item: ConfigVerdict | ShiftFinding, base: str) -> str:
+    url = item.history_url
+    return md.link("history", base + url if url.startswith("/") else url)
+
+
+def _failure(item: ConfigVerdict, base: str) -> str:
+    message = f" — {md.code(item.message, 200)}" if item.message else ""
+    return f"{md.code(item.config)} {md.text(item.head_outcome)}{message} · {_history(item, base)}"
+
+
+def _flaky(item: ConfigVerdict, base: str) -> str:
+    evidence = md.text(item.reason, 200)
+    known = item.flakiness
+    if known is not None and known.runs:
+        evidence += f"; {known.failures} failure(s), {known.passes} pass(es) in {known.runs} run(s)"
+    runs = known.failing_runs[:3] if known else []
+    links = ", ".join(md.link(f"run {r.ci_run_id}", r.url) for r in runs)
+    return (
+        f"{md.code(item.config)} — {evidence}"
+        + (f" (failed in {links})" if links else "")
+        + (f" · {_history(item, base)}")
+    )
+
+
+def _infra(item: ConfigVerdict, base: str) -> str:
+    rule = f"{md.code(item.infra_rule)}: " if item.infra_rule else ""
+    return f"{md.code(item.config)} — {rule}{md.text(item.reason, 200)} · {_history(item, base)}"
+
+
+def _plain(item: ConfigVerdict, base: str) -> str:
+    return f"{md.code(item.config)} · {_history(item, base)}"
+
+
+def _reason(item: ConfigVerdict, base: str) -> str:
+    return f"{md.code(item.config)} — {md.text(item.reason, 200)} · {_history(item, base)}"
+
+
+def _shift(item: ShiftFinding, base: str) -> str:
+    s = item.shift
+    change = f"{s.relative:+.0%}" if s.relative is not None else f"{s.change:+.3g}"
+    return (
+        f"{md.code(item.config)} {md.code(s.name)} {s.value:.4g} vs median "
+        f"{s.baseline_median:.4g} over {s.samples} base run(s) ({change}) · {_history(item, base)}"
+    )
+
+
+def _finding(item: Finding, base: str) -> str:
+    level = {"fail": "**fail**", "warn": "warn", "note": "note (acknowledged)"}[item.level]
+    files = ", ".join(md.code(f) for f in item.files[:10])
+    missing = ", ".join(md.code(p) for p in item.unchanged)
+    return (
+        f"{level} {md.code(item.rule)}: changed {files} but not {missing} — "
+        f"{md.text(item.message, 500)}"
+    )
+
+
+def _full_report_url(
+    report: PullRequestReport | None, options: CommentOptions, repository: str, number: int
+) -> str | None:
+    if options.service_url is None:
+        return None
+    repo = report.repository if report else repository
+    pr = report.pull_request if report else number
+    if not repo or not pr:
+        return None
+    return f"{options.service_url.rstrip('/')}/api/v1/repos/{repo}/pulls/{pr}/report"

@@ -1,0 +1,55 @@
+"""Whether a PR passes: one decision shared by the check run and the comment's headline.
+
+`fail-on` is the gating mode: `new-failures` (the default) fails only on failures this PR
+introduced; `any-failure` also on failures it inherited (broken at base, flaky, infra, no
+baseline); `never` reports without gating. A `severity: fail` consistency rule that is broken and
+not acknowledged fails under every mode but `never`.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from cpci.github.consistency import ConsistencyResult
+from cpci.server.reports import PullRequestReport
+
+FailOn = Literal["new-failures", "any-failure", "never"]
+FAIL_ON: tuple[FailOn, ...] = ("new-failures", "any-failure", "never")
+#: What the gate says: pending until every shard is in; neutral = failures, but not gated.
+Gate = Literal["pending", "success", "failure", "neutral"]
+
+
+def failing_configs(report: PullRequestReport) -> int:
+    """Configs failing at head for any reason (fixed configs pass)."""
+    return sum(
+        len(section)
+        for section in (
+            report.new_failures, report.broken_at_base, report.flaky, report.infra,
+            report.no_baseline,
+        )
+    )  # fmt: skip
+
+
+def gate(
+    report: PullRequestReport | None,
+    consistency: ConsistencyResult | None,
+    fail_on: FailOn = "new-failures",
+) -> Gate:
+    """The verdict the check run concludes with."""
+    if fail_on not in FAIL_ON:
+        raise ValueError(f"fail-on must be one of {', '.join(FAIL_ON)}, got {fail_on!r}")
+    broken_rule = consistency is not None and consistency.failed
+    if fail_on != "never" and broken_rule:
+        return "failure"
+    if report is None or report.status == "pending":
+        return "pending"
+    failing = failing_configs(report)
+    if fail_on == "new-failures" and report.new_failures:
+        return "failure"
+    if fail_on == "any-failure" and failing:
+        return "failure"
+    return "neutral" if failing or broken_rule else "success"
+
+
+def is_red(value: Gate) -> bool:
+    return value == "failure"
