@@ -53,7 +53,21 @@ def _spec() -> dict[str, Any]:
     # exist. The oneOf alone states the same rule (completed needs a conclusion), so drop it.
     post = spec["paths"]["/repos/{owner}/{repo}/check-runs"]["post"]
     del post["requestBody"]["content"]["application/json"]["schema"]["discriminator"]
+    _null_in_nullable_enums(spec)
     return spec
+
+
+def _null_in_nullable_enums(node: Any) -> None:
+    """`nullable: true` with an `enum` lacking null: the validator then refuses null, yet GitHub
+    sends it (its own in-progress check-run example has `conclusion: null`). Allow null there."""
+    if isinstance(node, dict):
+        if node.get("nullable") is True and "enum" in node and None not in node["enum"]:
+            node["enum"] = [*node["enum"], None]
+        for value in node.values():
+            _null_in_nullable_enums(value)
+    elif isinstance(node, list):
+        for value in node:
+            _null_in_nullable_enums(value)
 
 
 @functools.lru_cache(maxsize=1)
