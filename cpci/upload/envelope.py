@@ -1,0 +1,112 @@
+"""The `cpci.run/1` envelope for an upload, from flags and the CI's environment.
+
+Precedence: a flag beats an environment variable. In GitHub Actions the defaults come from
+GITHUB_REPOSITORY, GITHUB_SHA, GITHUB_RUN_ID, GITHUB_RUN_ATTEMPT, GITHUB_REF_NAME, RUNNER_NAME,
+and on `pull_request` events from the event payload (GITHUB_EVENT_PATH): there GITHUB_SHA is a
+merge commit GitHub made, so the PR's head and base commits are read from the payload instead.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cpci.schema import Environment, ResultRecord, RunEnvelope
+
+SHARD = re.compile(r"(\d+)/(\d+)")
+
+
+class EnvelopeError(ValueError):
+    """A field is missing or wrong; the message names the flag and the env var."""
+
+
+@dataclass(frozen=True)
+class RunFields:
+    """What the flags said; None means "take it from the environment"."""
+
+    repository: str | None = None
+    commit: str | None = None
+    branch: str | None = None
+    pull_request: int | None = None
+    base_commit: str | None = None
+    ci_run_id: str | None = None
+    ci_attempt: int | None = None
+    shard: str | None = None  # "i/N", 0-based index
+    runner_name: str | None = None
+
+
+def build_envelope(
+    fields: RunFields, results: Sequence[ResultRecord], env: Mapping[str, str]
+) -> RunEnvelope:
+    event = _pull_request_event(env)
+    head = event.get("head", {}) if event else {}
+    base = event.get("base", {}) if event else {}
+    index, total = _shard(fields.shard or env.get("CPCI_SHARD"))
+    values: dict[str, Any] = {
+        "repository": _need(fields.repository or env.get("GITHUB_REPOSITORY"),
+                            "--repository", "GITHUB_REPOSITORY"),
+        "commit": _need(fields.commit or head.get("sha") or env.get("GITHUB_SHA"),
+                        "--commit", "GITHUB_SHA"),
+        "branch": fields.branch or head.get("ref") or env.get("GITHUB_REF_NAME") or None,
+        "pull_request": fields.pull_request or (event.get("number") if event else None),
+        "base_commit": fields.base_commit or base.get("sha"),
+        "ci_run_id": _need(fields.ci_run_id or env.get("GITHUB_RUN_ID"),
+                           "--ci-run-id", "GITHUB_RUN_ID"),
+        "ci_attempt": fields.ci_attempt or _int(env.get("GITHUB_RUN_ATTEMPT"), "GITHUB_RUN_ATTEMPT")
+        or 1,
+        "shard_index": index,
+        "shard_total": total,
+        "runner_name": fields.runner_name or env.get("RUNNER_NAME") or None,
+        "environment": Environment(python=platform.python_version(), platform=platform.platform()),
+        "results": list(results),
+    }  # fmt: skip
+    try:
+        return RunEnvelope.model_validate(values)
+    except ValueError as exc:
+        raise EnvelopeError(f"the upload is not a valid cpci.run/1 envelope: {exc}") from exc
+
+
+def _need(value: str | None, flag: str, variable: str) -> str:
+    if not value:
+        raise EnvelopeError(f"{flag} is required (or set {variable})")
+    return value
+
+
+def _int(value: str | None, name: str) -> int | None:
+    if not value:
+        return None
+    if not value.isdigit():
+        raise EnvelopeError(f"{name} must be a whole number, got {value!r}")
+    return int(value)
+
+
+def _shard(value: str | None) -> tuple[int, int]:
+    if not value:
+        return 0, 1
+    match = SHARD.fullmatch(value.strip())
+    if not match or int(match.group(1)) >= int(match.group(2)):
+        raise EnvelopeError(
+            f"--shard (or CPCI_SHARD) is INDEX/TOTAL with 0 <= INDEX < TOTAL, got {value!r}"
+        )
+    return int(match.group(1)), int(match.group(2))
+
+
+def _pull_request_event(env: Mapping[str, str]) -> dict[str, Any] | None:
+    if not env.get("GITHUB_EVENT_NAME", "").startswith("pull_request"):
+        return None
+    path = env.get("GITHUB_EVENT_PATH")
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as fh:
+            payload = json.load(fh)
+    except (OSError, ValueError) as exc:
+        raise EnvelopeError(
+            f"cannot read the event payload GITHUB_EVENT_PATH={path}: {exc}"
+        ) from exc
+    pull: dict[str, Any] | None = payload.get("pull_request")
+    return pull
