@@ -184,3 +184,32 @@ class CommitParent(SQLModel, table=True):
     repository_id: int = Field(foreign_key="repository.id", primary_key=True)
     commit: str = Field(max_length=64, primary_key=True)
     parent: str = Field(max_length=64)
+
+
+class GitHubDelivery(SQLModel, table=True):
+    """One webhook delivery, kept so GitHub's redeliveries are recognised and not redone."""
+
+    __tablename__ = "github_delivery"
+    id: int | None = Field(default=None, primary_key=True)
+    delivery_id: str = Field(max_length=100, unique=True)
+    event: str = Field(max_length=50)
+    action: str | None = Field(default=None, max_length=50)
+    status: str = Field(max_length=20, description="queued, done, ignored or failed")
+    detail: str | None = Field(default=None, max_length=2000)
+    received_at: datetime = _when(default_factory=utcnow)
+
+
+class GitHubPullState(SQLModel, table=True):
+    """What the bot last published on a PR: its comment, its check run and the consistency
+    findings (so a workflow_run event can re-render without asking GitHub again)."""
+
+    __tablename__ = "github_pull_state"
+    __table_args__ = (UniqueConstraint("repository", "pull_request"),)
+    id: int | None = Field(default=None, primary_key=True)
+    repository: str = Field(max_length=200)
+    pull_request: int
+    head_sha: str = Field(max_length=64)
+    comment_id: int | None = Field(default=None, sa_type=BigInteger)
+    check_run_id: int | None = Field(default=None, sa_type=BigInteger)
+    consistency: dict[str, Any] | None = _json()
+    updated_at: datetime = _when(default_factory=utcnow)

@@ -15,7 +15,7 @@ from cpci.server.core import migrate
 from cpci.server.core.db import create_db_engine
 
 TABLES = {"repository", "upload_token", "environment", "run", "shard", "config", "result",
-          "commit_parent", "alembic_version"}  # fmt: skip
+          "commit_parent", "alembic_version", "github_delivery", "github_pull_state"}  # fmt: skip
 
 
 @pytest.mark.parametrize("kind", ENGINES)

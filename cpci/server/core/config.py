@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 GITHUB_OIDC_ISSUER = "https://token.actions.githubusercontent.com"
@@ -43,6 +43,29 @@ class Settings(BaseSettings):
     oidc_jwks_cache_s: float = Field(default=300.0, ge=0)
 
     github_url: str = Field(default="https://github.com", description="for links to CI runs")
+
+    public_url: str | None = Field(
+        default=None, description="this service's own URL, for links in PR comments"
+    )
+    github_webhook_secret: SecretStr | None = Field(
+        default=None, description="the GitHub webhook secret; /github/webhook answers 503 without"
+    )
+    github_api_url: str = "https://api.github.com"
+    github_token: SecretStr | None = Field(
+        default=None, description="a token to comment and create check runs with (or an App)"
+    )
+    github_app_id: str | None = None
+    github_app_private_key: SecretStr | None = Field(
+        default=None, description="the GitHub App's PEM private key (installation from webhooks)"
+    )
+    github_bot_login: str | None = Field(
+        default=None, description="the bot's login, e.g. my-app[bot]; its comments only are edited"
+    )
+    github_comment_mode: Literal["edit", "new-on-regression", "off"] = "edit"
+    github_fail_on: Literal["new-failures", "any-failure", "never"] = "new-failures"
+    github_rules_path: str = Field(
+        default=".github/cpci.yml", description="file-consistency rules, read at the PR's base"
+    )
 
     flaky_min_runs: int = Field(default=10, ge=1)
     flaky_threshold: float = Field(default=0.1, gt=0, lt=1)
