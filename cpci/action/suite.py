@@ -1,0 +1,142 @@
+"""The Action's test mode: run this shard through the batched runner and describe the outcome.
+
+pytest runs as a child process with the runner's options; the results file is the source of
+truth for everything after it (summary, annotations, outputs, upload), so what the job reports is
+exactly what the service will store.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from cpci.action.settings import ActionSettings
+from cpci.action.workflow_commands import annotation
+from cpci.github import markdown
+from cpci.schema import FAILING_OUTCOMES, ResultRecord, read_results
+
+#: Annotations GitHub shows per step; more are dropped, so the rest are summarised.
+MAX_ANNOTATIONS = 10
+
+
+@dataclass(frozen=True)
+class SuiteOutcome:
+    pytest_exit: int
+    records: list[ResultRecord]  # the final record per config
+    attempts: int  # records in the file, reruns included
+    locations: dict[str, tuple[str, int]]  # nodeid -> (file, line) from the JUnit report
+
+    @property
+    def failing(self) -> list[ResultRecord]:
+        return [r for r in self.records if r.outcome in FAILING_OUTCOMES]
+
+    def counts(self) -> dict[str, int]:
+        counts = Counter(r.outcome for r in self.records)
+        return {
+            "total": len(self.records),
+            "passed": counts["passed"],
+            "failed": len(self.failing),
+            "flaky": sum(r.flaky for r in self.records),
+        }
+
+
+def pytest_command(settings: ActionSettings) -> list[str]:
+    junit = f"{settings.results}.junit.xml"
+    return [
+        sys.executable, "-m", "pytest", *settings.tests.split(),
+        f"--cpci-batch-size={settings.batch_size}",
+        f"--cpci-workers={settings.workers}",
+        f"--cpci-shard={settings.shard_index}/{settings.shard_total}",
+        f"--cpci-results={settings.results}",
+        f"--junitxml={junit}", "-o", "junit_family=xunit1",  # xunit1 keeps file and line
+        *settings.extra_pytest_args,
+    ]  # fmt: skip
+
+
+def run_suite(settings: ActionSettings, cwd: Path | None = None) -> SuiteOutcome:
+    """Run pytest (its output goes straight to the job log) and read what it recorded."""
+    code = subprocess.run(pytest_command(settings), cwd=cwd, check=False).returncode
+    base = cwd or Path.cwd()
+    results = base / settings.results
+    records = read_results(str(results)) if results.exists() else []
+    final: dict[str, ResultRecord] = {}
+    for record in records:
+        final[record.config_id] = record  # later attempts replace earlier ones
+    return SuiteOutcome(
+        code, list(final.values()), len(records), _locations(base / f"{settings.results}.junit.xml")
+    )
+
+
+def _locations(junit: Path) -> dict[str, tuple[str, int]]:
+    if not junit.exists():
+        return {}
+    out: dict[str, tuple[str, int]] = {}
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        file, line = case.get("file"), case.get("line")
+        if file and line:
+            name = case.get("name", "")
+            out[f"{file}::{name}"] = (file, int(line) + 1)  # pytest counts lines from 0
+    return out
+
+
+def failure_annotations(outcome: SuiteOutcome) -> list[str]:
+    """One `::error` per failing config, a `::warning` per flaky one, capped as GitHub caps them."""
+    lines = []
+    for record in outcome.failing + [r for r in outcome.records if r.flaky]:
+        level = "warning" if record.flaky else "error"
+        label = "flaky" if record.flaky else record.outcome
+        message = record.rank_errors[0].message if record.rank_errors else label
+        file, line = _location(outcome, record.nodeid)
+        title = f"cpci {label}: {record.nodeid} (world size {record.world_size})"
+        lines.append(annotation(level, message, file=file, line=line, title=title))
+    if len(lines) > MAX_ANNOTATIONS:
+        rest = len(lines) - MAX_ANNOTATIONS + 1
+        lines = [
+            *lines[: MAX_ANNOTATIONS - 1],
+            annotation("error", f"{rest} more: see the job summary"),
+        ]
+    return lines
+
+
+def _location(outcome: SuiteOutcome, nodeid: str) -> tuple[str | None, int | None]:
+    path = nodeid.split("::", 1)[0]
+    for key, (file, line) in outcome.locations.items():
+        # JUnit (xunit1) names a test by its function name with parameters; match on the tail.
+        if key.split("::")[-1] == nodeid.split("::")[-1] and path.endswith(file):
+            return file, line
+    return (path or None), None
+
+
+def summary(outcome: SuiteOutcome, settings: ActionSettings, report_url: str | None) -> str:
+    """The job summary: counts, then each failing and flaky config with its first error line."""
+    counts = outcome.counts()
+    shard = f"shard {settings.shard_index + 1} of {settings.shard_total}"
+    lines = [
+        f"### cpci: {counts['total']} configs in {shard}",
+        "",
+        "| passed | failed | flaky | results (reruns included) |",
+        "|---:|---:|---:|---:|",
+        f"| {counts['passed']} | {counts['failed']} | {counts['flaky']} | {outcome.attempts} |",
+        "",
+    ]
+    if outcome.pytest_exit not in (0, 1):
+        lines += [f"pytest ended with exit code {outcome.pytest_exit} (not a test failure):"
+                  " see the job log.", ""]  # fmt: skip
+    rows = [r for r in outcome.records if r.outcome in FAILING_OUTCOMES or r.flaky]
+    if rows:
+        lines += ["| config | world | outcome | first error |", "|---|---:|---|---|"]
+        for record in rows:
+            message = record.rank_errors[0].message if record.rank_errors else ""
+            label = "flaky" if record.flaky else record.outcome
+            lines.append(
+                f"| {markdown.code(record.nodeid, 200)} | {record.world_size} | {label} "
+                f"| {markdown.text(message, 200)} |"
+            )
+        lines.append("")
+    if report_url:
+        lines += [markdown.link("Full report", report_url), ""]
+    return "\n".join(lines) + "\n"

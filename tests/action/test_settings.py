@@ -1,0 +1,63 @@
+"""action.yml, the settings object and the README describe the same inputs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cpci.action.settings import PREFIX, ActionSettings, ActionSettingsError
+
+ROOT = Path(__file__).resolve().parents[2]
+ACTION = yaml.safe_load((ROOT / "action.yml").read_text())
+
+
+def test_every_input_is_a_setting_and_passed_as_its_env_var() -> None:
+    inputs = set(ACTION["inputs"])
+    fields = {ActionSettings.input_name(name) for name in ActionSettings.model_fields}
+    assert inputs == fields
+    step = next(s for s in ACTION["runs"]["steps"] if s.get("id") == "cpci")
+    for name in inputs:
+        variable = PREFIX + name.upper().replace("-", "_")
+        assert step["env"][variable] == f"${{{{ inputs.{name} }}}}"
+    assert "inputs." not in step["run"]  # inputs never pasted into the script
+
+
+def test_defaults_agree_with_action_yml() -> None:
+    defaults = ActionSettings()
+    for name, spec in ACTION["inputs"].items():
+        field = name.replace("-", "_")
+        if "${{" in str(spec["default"]):
+            continue  # filled in by GitHub (github.token)
+        assert str(getattr(defaults, field)) == str(spec["default"]), name
+
+
+def test_readme_documents_every_input_and_output() -> None:
+    readme = (ROOT / "README.md").read_text()
+    for name in [*ACTION["inputs"], *ACTION["outputs"]]:
+        assert f"| `{name}` |" in readme, f"README.md does not document {name}"
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"BATCH_SIZE": "0"}, "batch-size: Input should be greater than or equal to 1"),
+        ({"SHARD_INDEX": "2", "SHARD_TOTAL": "2"}, "shard-index must be < shard-total"),
+        ({"FAIL_ON": "sometimes"}, "fail-on: Input should be 'new-failures'"),
+        ({"SERVER_URL": "https://cpci.example"}, "auth is token but token is empty"),
+        ({"SERVER_URL": "cpci.example", "TOKEN": "t"}, "server-url must start with http"),
+        ({"MODE": "report"}, "mode report needs server-url"),
+    ],
+)
+def test_bad_inputs_name_the_input(env: dict[str, str], message: str) -> None:
+    with pytest.raises(ActionSettingsError, match="bad cpci action input") as excinfo:
+        ActionSettings.from_env({PREFIX + k: v for k, v in env.items()})
+    assert message in str(excinfo.value)
+
+
+def test_empty_inputs_keep_their_defaults() -> None:
+    settings = ActionSettings.from_env({PREFIX + "BATCH_SIZE": "", PREFIX + "WORKERS": "2"})
+    assert settings.batch_size == 16
+    assert settings.workers == 2
+    assert "s3cret" not in repr(ActionSettings(token="s3cret", github_token="s3cret"))  # not logged
