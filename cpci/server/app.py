@@ -19,6 +19,7 @@ from sqlalchemy import Engine
 from cpci import __version__
 from cpci.schema import RunEnvelope
 from cpci.server.api import api_router, ops_router
+from cpci.server.api.routes import webhooks
 from cpci.server.core import errors
 from cpci.server.core.config import Settings
 from cpci.server.core.db import create_db_engine
@@ -70,6 +71,7 @@ def create_app(
     errors.install(app)
     app.include_router(ops_router)
     app.include_router(api_router)
+    app.include_router(webhooks.router)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     _document_upload_body(app)
     return app
