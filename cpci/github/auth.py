@@ -78,3 +78,27 @@ class AppAuth:
         expires = datetime.fromisoformat(str(body["expires_at"]).replace("Z", "+00:00"))
         self._cached = (str(body["token"]), expires.timestamp())
         return self._cached[0]
+
+
+def auth_from(
+    *,
+    token: str | None,
+    app_id: str | None,
+    private_key: str | None,
+    installation_id: int | None,
+) -> Auth:
+    """The credentials a deployment configured: a GitHub App when it has an id, a key and the
+    delivery named an installation; else the token. Raises naming what to set."""
+    if app_id and private_key and installation_id:
+        return AppAuth(app_id=app_id, private_key=private_key, installation_id=installation_id)
+    if token:
+        return TokenAuth(token)
+    if app_id and private_key:
+        raise GitHubError(
+            "the webhook names no installation: install the GitHub App on the repository, or "
+            "set CPCI_GITHUB_TOKEN"
+        )
+    raise GitHubError(
+        "no GitHub credentials: set CPCI_GITHUB_TOKEN, or CPCI_GITHUB_APP_ID and "
+        "CPCI_GITHUB_APP_PRIVATE_KEY"
+    )

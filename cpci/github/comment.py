@@ -92,6 +92,8 @@ def _render(
             ),
             _section("📈 Numeric drift", report.metric_drift, options, cap, full, _shift),
         ]
+    if consistency is not None and consistency.error:
+        parts.append(f"⚠️ File-consistency rules not checked: {md.code(consistency.error, 500)}")
     if consistency is not None:
         parts.append(_section("🔗 File consistency", consistency.findings, options, cap, full,
                               _finding, open_=True))  # fmt: skip

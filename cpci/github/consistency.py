@@ -39,6 +39,7 @@ class ConsistencyResult(BaseModel):
     rules: int
     files: int
     findings: list[Finding]
+    error: str | None = None  # the rules file could not be read; shown, never fails the gate
 
     @property
     def failed(self) -> bool:

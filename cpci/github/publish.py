@@ -180,7 +180,8 @@ def publish_check(
     """
     try:
         if known_id is not None:
-            return client.update_check_run(repo, known_id, fields).id
+            update = {k: v for k, v in fields.items() if k != "head_sha"}
+            return client.update_check_run(repo, known_id, update).id
         return client.create_check_run(repo, fields).id
     except PermissionDenied:
         state = fields.get("conclusion") or "pending"

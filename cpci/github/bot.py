@@ -1,0 +1,95 @@
+"""What the bot does for one pull request: check consistency, render, publish.
+
+Called by the service on `pull_request` (opened, synchronize, reopened) and `workflow_run`
+(completed) webhooks. The rules are read at the PR's *base* commit, so a PR cannot switch off
+the rules it is checked against. Storage and the report are injected (the service passes its
+database; tests pass dicts).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from cpci.github.client import GitHubClient
+from cpci.github.comment import CommentOptions, render
+from cpci.github.consistency import ConsistencyResult, acknowledgements, evaluate
+from cpci.github.gate import FailOn
+from cpci.github.models import PullRequest
+from cpci.github.publish import CommentMode, check_run_fields, publish_check, upsert_comment
+from cpci.github.rules import DEFAULT_PATH, RulesError, parse_rules
+from cpci.server.reports import PullRequestReport
+
+ReportLoader = Callable[[str, int], PullRequestReport | None]
+
+
+@dataclass(frozen=True)
+class BotSettings:
+    comment_mode: CommentMode = "edit"
+    fail_on: FailOn = "new-failures"
+    bot_login: str | None = None
+    service_url: str | None = None
+    rules_path: str = DEFAULT_PATH
+
+
+@dataclass(frozen=True)
+class PullState:
+    """What was published last time, so the next run edits rather than duplicates."""
+
+    head_sha: str
+    comment_id: int | None = None
+    check_run_id: int | None = None
+    consistency: ConsistencyResult | None = None
+
+
+def check_consistency(
+    client: GitHubClient, repo: str, pull: PullRequest, rules_path: str
+) -> ConsistencyResult:
+    text = client.get_file_text(repo, rules_path, pull.base_sha)
+    acked = acknowledgements(pull.labels, pull.body)
+    try:
+        rules = parse_rules(text, rules_path) if text else []
+    except RulesError as exc:
+        return ConsistencyResult(rules=0, files=0, findings=[], error=str(exc))
+    return evaluate(rules, client.list_pull_files(repo, pull.number), acked)
+
+
+def refresh(
+    client: GitHubClient,
+    repo: str,
+    number: int,
+    *,
+    settings: BotSettings,
+    load_report: ReportLoader,
+    previous: PullState | None,
+    recheck_files: bool = True,
+) -> PullState:
+    """Bring the PR's comment and check run up to date; returns what to remember."""
+    pull = client.get_pull(repo, number)
+    same_head = previous is not None and previous.head_sha == pull.head_sha
+    if recheck_files or not same_head or previous is None or previous.consistency is None:
+        consistency = check_consistency(client, repo, pull, settings.rules_path)
+    else:
+        consistency = previous.consistency
+    report = load_report(repo, number)
+    if report is not None and report.head_commit != pull.head_sha:
+        report = None  # results are for an older push: no verdict for this head yet
+    options = CommentOptions(service_url=settings.service_url, fail_on=settings.fail_on)
+    body = render(report, consistency, options, repository=repo, pull_request=number)
+    published = upsert_comment(
+        client, repo, number, body, mode=settings.comment_mode, bot_login=settings.bot_login,
+        known_id=previous.comment_id if previous else None,
+    )  # fmt: skip
+    details = (
+        f"{settings.service_url.rstrip('/')}/api/v1/repos/{repo}/pulls/{number}/report"
+        if settings.service_url
+        else None
+    )
+    fields = check_run_fields(
+        report, consistency, head_sha=pull.head_sha, fail_on=settings.fail_on,
+        details_url=details,
+    )  # fmt: skip
+    check_id = publish_check(
+        client, repo, fields, known_id=previous.check_run_id if previous and same_head else None
+    )
+    return PullState(pull.head_sha, published.comment_id, check_id, consistency)
