@@ -2,26 +2,31 @@
 
 Idempotent by design: the shard's identity is (repository, CI run id, attempt, shard index) and
 its body is remembered by hash, so a retried upload stores nothing twice and a *different* body
-for the same shard is refused with the conflict named. Rows go in with bulk statements (Core
-executemany), not one ORM object per result: a shard can hold thousands of results.
+for the same shard is refused with the conflict named. Rows go in with driver-level bulk
+statements (COPY on PostgreSQL, executemany on SQLite), not one ORM object per result, and the
+configs are looked up in one query: a shard can hold thousands of results.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sqlmodel import Session, col, select
+from sqlmodel import Session, select
 
 from cpci.schema import RunEnvelope
 from cpci.server.core.errors import Conflict
-from cpci.server.crud.common import bulk_insert, chunks, insert_missing
+from cpci.server.crud.common import bulk_insert, fetch_rows, insert_missing, one_of
 from cpci.server.crud.repos import ensure_environment, ensure_repository
 from cpci.server.models import Config, Result, Run, Shard, utcnow
 
-#: Config ids are looked up in batches this big (both engines allow far more bound parameters).
-LOOKUP_CHUNK = 5_000
+RESULT_COLUMNS = (
+    "run_id", "shard_id", "config_id", "environment_id", "outcome", "duration_s", "attempt",
+    "flaky", "isolation", "rank_errors", "metrics", "batch",
+)  # fmt: skip
+CONFIG_COLUMNS = ("repository_id", "key", "nodeid", "world_size", "params")
 
 #: Run fields every shard of a run must agree on.
 RUN_FIELDS = ("commit", "branch", "pull_request", "base_commit", "shard_total")
@@ -73,25 +78,17 @@ def ingest_shard(*, session: Session, envelope: RunEnvelope, digest: str) -> Ing
     session.add(shard)
     session.flush()
     assert shard.id is not None
-    config_ids = _ensure_configs(session=session, repo_id=repo_id, envelope=envelope)
+    keys = [r.config_id for r in envelope.results]
+    config_ids = _ensure_configs(session=session, repo_id=repo_id, envelope=envelope, keys=keys)
     rows = [
-        {
-            "run_id": run.id,
-            "shard_id": shard.id,
-            "config_id": config_ids[r.config_id],
-            "environment_id": env_id,
-            "outcome": r.outcome,
-            "duration_s": r.duration_s,
-            "attempt": r.attempt,
-            "flaky": r.flaky,
-            "isolation": r.isolation,
-            "rank_errors": [e.model_dump() for e in r.rank_errors] or None,
-            "metrics": dict(r.metrics) or None,
-            "batch": r.batch.model_dump() if r.batch else None,
-        }
-        for r in envelope.results
-    ]
-    bulk_insert(session=session, model=Result, rows=rows)
+        (
+            run.id, shard.id, config_ids[key], env_id, r.outcome, r.duration_s, r.attempt,
+            r.flaky, r.isolation, [e.model_dump() for e in r.rank_errors] or None,
+            dict(r.metrics) or None, r.batch.model_dump() if r.batch else None,
+        )
+        for key, r in zip(keys, envelope.results, strict=True)
+    ]  # fmt: skip
+    bulk_insert(session=session, model=Result, columns=RESULT_COLUMNS, rows=rows)
     return Ingested("stored", run.id, shard.id, len(rows))
 
 
@@ -132,37 +129,32 @@ def _ensure_run(*, session: Session, repo_id: int, envelope: RunEnvelope) -> Run
     return run
 
 
-def _ensure_configs(*, session: Session, repo_id: int, envelope: RunEnvelope) -> dict[str, int]:
-    wanted: dict[str, dict[str, Any]] = {}
-    for r in envelope.results:
-        wanted.setdefault(
-            r.config_id,
-            {
-                "repository_id": repo_id,
-                "key": r.config_id,
-                "nodeid": r.nodeid,
-                "world_size": r.world_size,
-                "params": dict(r.params) or None,
-            },
-        )
-    ids: dict[str, int] = {}
-    keys = list(wanted)
-    for chunk in chunks(keys, LOOKUP_CHUNK):
-        ids.update(_config_ids(session, repo_id, chunk))
-    missing = [wanted[k] for k in keys if k not in ids]
+def _ensure_configs(
+    *, session: Session, repo_id: int, envelope: RunEnvelope, keys: Sequence[str]
+) -> dict[str, int]:
+    """Config ids by key (`keys[i]` is result i's), creating the configs not seen before."""
+    ids = _config_ids(session, repo_id, dict.fromkeys(keys))
+    missing: dict[str, tuple[Any, ...]] = {}
+    for key, r in zip(keys, envelope.results, strict=True):
+        if key not in ids and key not in missing:
+            missing[key] = (repo_id, key, r.nodeid, r.world_size, dict(r.params) or None)
     if missing:
         bulk_insert(
-            session=session, model=Config, rows=missing, on_conflict_ignore=["repository_id", "key"]
+            session=session,
+            model=Config,
+            columns=CONFIG_COLUMNS,
+            rows=list(missing.values()),
+            on_conflict_ignore=["repository_id", "key"],
         )
-        for chunk in chunks([m["key"] for m in missing], LOOKUP_CHUNK):
-            ids.update(_config_ids(session, repo_id, chunk))
+        ids.update(_config_ids(session, repo_id, missing))
     return ids
 
 
-def _config_ids(session: Session, repo_id: int, keys: Any) -> dict[str, int]:
-    rows = session.exec(
-        select(Config.key, Config.id).where(
-            Config.repository_id == repo_id, col(Config.key).in_(keys)
-        )
-    )
-    return {key: pk for key, pk in rows if pk is not None}
+def _config_ids(session: Session, repo_id: int, keys: Iterable[str]) -> dict[str, int]:
+    """One query however many keys (a chunked IN list costs a statement per few hundred)."""
+    member, values = one_of(session, keys)
+    rows = fetch_rows(
+        session, f"SELECT key, id FROM config WHERE repository_id = ? AND key{member}", repo_id,
+        values,
+    )  # fmt: skip
+    return dict(rows)
