@@ -10,19 +10,18 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
-import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
 from cpci.server.analysis.report import ReportInputs, build_report, needs_history
 from cpci.server.core.config import Settings
 from cpci.server.core.errors import NotFound
 from cpci.server.crud.commits import ancestors
-from cpci.server.crud.common import chunks
+from cpci.server.crud.common import fetch_rows, one_of
 from cpci.server.crud.flaky import flakiness_policy
 from cpci.server.crud.history import observations
 from cpci.server.crud.runs import MergedRun, config_keys, merge_runs, results_of
 from cpci.server.links import Links
-from cpci.server.models import Repository, Result, Run
+from cpci.server.models import Repository, Run
 from cpci.server.reports import BaselineInfo, PullRequestReport, ShardProgress
 
 
@@ -143,13 +142,14 @@ def _base_samples(session: Session, base: MergedRun, count: int) -> dict[int, li
         query = query.where(Run.commit == run.commit)
     run_ids = session.exec(query.order_by(col(Run.id).desc()).limit(count)).all()
     out: dict[int, list[float]] = defaultdict(list)
-    connection = session.connection()
-    for chunk in chunks(list(run_ids)):
-        rows = connection.execute(
-            sa.select(col(Result.config_id), col(Result.duration_s)).where(
-                col(Result.run_id).in_(chunk), col(Result.outcome) == "passed"
-            )
-        )
-        for config_id, duration in rows:
-            out[config_id].append(duration)
+    if not run_ids:
+        return out
+    member, values = one_of(session, run_ids)
+    rows = fetch_rows(
+        session,
+        f"SELECT config_id, duration_s FROM result WHERE run_id{member} AND outcome = 'passed'",
+        values,
+    )
+    for config_id, duration in rows:
+        out[config_id].append(duration)
     return out

@@ -12,21 +12,18 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
 from cpci.schema import FAILING_OUTCOMES
 from cpci.server.analysis.infra import infra_signature
 from cpci.server.analysis.verdicts import ResultView, first_message
 from cpci.server.core.errors import NotFound
-from cpci.server.crud.common import chunks, from_json, raw_json
+from cpci.server.crud.common import chunks, fetch_rows, from_json, one_of
 from cpci.server.links import Links
 from cpci.server.models import (
-    Config,
     EnvironmentFingerprint,
     EnvironmentPublic,
     Repository,
-    Result,
     Run,
     Shard,
 )
@@ -84,27 +81,29 @@ def merge_runs(*, session: Session, runs: Iterable[Run]) -> list[MergedRun]:
 
 
 def results_of(*, session: Session, shards: Iterable[Shard]) -> dict[int, list[ResultView]]:
-    """The results of the given shards, by config database id."""
+    """The results of the given shards, by config database id (narrow columns, one query: a
+    report reads tens of thousands)."""
     out: dict[int, list[ResultView]] = defaultdict(list)
     ids = [s.id for s in shards]
-    connection = session.connection()
-    for chunk in chunks(ids):
-        rows = connection.execute(
-            sa.select(
-                col(Result.config_id), col(Result.outcome), col(Result.duration_s),
-                col(Result.flaky), raw_json(col(Result.rank_errors)), raw_json(col(Result.metrics)),
-            ).where(col(Result.shard_id).in_(chunk))
-        )  # fmt: skip
-        for config_id, outcome, duration, flaky, errors, metrics in rows:
-            out[config_id].append(
-                ResultView(
-                    outcome,
-                    duration,
-                    bool(flaky),
-                    _messages(from_json(errors)) if errors is not None else (),
-                    from_json(metrics) if metrics is not None else {},
-                )
+    if not ids:
+        return out
+    member, values = one_of(session, ids)
+    rows = fetch_rows(
+        session,
+        "SELECT config_id, outcome, duration_s, flaky, rank_errors, metrics FROM result "
+        f"WHERE shard_id{member}",
+        values,
+    )
+    for config_id, outcome, duration, flaky, errors, metrics in rows:
+        out[config_id].append(
+            ResultView(
+                outcome,
+                duration,
+                bool(flaky),
+                _messages(from_json(errors)) if errors is not None else (),
+                from_json(metrics) if metrics is not None else {},
             )
+        )
     return out
 
 
@@ -117,12 +116,11 @@ def _messages(errors: list[dict[str, Any]] | None) -> tuple[str, ...]:
 
 
 def config_keys(*, session: Session, ids: Iterable[int]) -> dict[int, str]:
-    out: dict[int, str] = {}
-    for chunk in chunks(list(ids)):
-        for pk, key in session.exec(select(Config.id, Config.key).where(col(Config.id).in_(chunk))):
-            if pk is not None:
-                out[pk] = key
-    return out
+    wanted = list(ids)
+    if not wanted:
+        return {}
+    member, values = one_of(session, wanted)
+    return dict(fetch_rows(session, f"SELECT id, key FROM config WHERE id{member}", values))
 
 
 def run_summary(*, session: Session, repo: Repository, ci_run_id: str, links: Links) -> RunSummary:
