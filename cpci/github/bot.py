@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from cpci.github.client import GitHubClient
 from cpci.github.comment import CommentOptions, render
@@ -18,9 +19,12 @@ from cpci.github.gate import FailOn
 from cpci.github.models import PullRequest
 from cpci.github.publish import CommentMode, check_run_fields, publish_check, upsert_comment
 from cpci.github.rules import DEFAULT_PATH, RulesError, parse_rules
-from cpci.server.reports import PullRequestReport
 
-ReportLoader = Callable[[str, int], PullRequestReport | None]
+if TYPE_CHECKING:  # the service's report models; importing them at run time would
+    # load the service (and its routes, which import this package) first
+    from cpci.server.reports import PullRequestReport
+
+ReportLoader = Callable[[str, int], "PullRequestReport | None"]
 
 
 @dataclass(frozen=True)

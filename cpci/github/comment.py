@@ -12,13 +12,16 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from cpci.github import markdown as md
 from cpci.github.client import COMMENT_LIMIT
 from cpci.github.consistency import ConsistencyResult, Finding
 from cpci.github.gate import FailOn, Gate, gate
-from cpci.server.reports import ConfigVerdict, PullRequestReport, ShiftFinding
+
+if TYPE_CHECKING:  # the service's report models; importing them at run time would
+    # load the service (and its routes, which import this package) first
+    from cpci.server.reports import ConfigVerdict, PullRequestReport, ShiftFinding
 
 MARKER = "<!-- cpci:pr-report"
 _STATE = re.compile(r"^<!-- cpci:pr-report state=(\w+) -->")

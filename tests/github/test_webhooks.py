@@ -1,0 +1,208 @@
+"""`POST /github/webhook` with GitHub's real payloads (shared/reference/webhooks), signed right
+and wrong, against a service on a real SQLite database and the contract-checked fake GitHub."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from openapi_schema_validator import OAS30Validator
+from sqlalchemy import Engine
+from sqlmodel import Session, select
+
+from cpci.github.comment import state_of
+from cpci.github.webhooks import sign, signature_ok
+from cpci.server import Settings, create_app
+from cpci.server.core.db import create_db_engine
+from cpci.server.core.migrate import upgrade
+from cpci.server.crud.tokens import create_token
+from cpci.server.models import GitHubDelivery
+from tests.github.contract import require_reference, webhook_schema
+from tests.github.fake_github import FakeGitHub
+
+SECRET = "It's a Secret to Everybody"
+HELLO = "Codertocat/Hello-World"
+OCTO = "octo-org/octo-repo"
+PR_HEAD, PR_BASE = (
+    "ec26c3e57ca3a959ca5aad62de7213c562f8c821",
+    "f95f852bd8fca8fcc58a9a2d6c842781e32a215e",
+)
+RUN_HEAD = "3484a3fb816e0859fd6e1cea078d76385ff50625"
+V1 = "nemo_rl/models/policy/workers/dtensor_policy_worker.py"
+V2 = "nemo_rl/models/policy/workers/dtensor_policy_worker_v2.py"
+EXAMPLE_RULES = (Path(__file__).parents[2] / "examples" / "cpci.yml").read_text()
+
+
+def test_github_signs_as_documented() -> None:
+    """GitHub's documented example: this secret and body give this signature."""
+    expected = "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"
+    assert sign(SECRET, b"Hello, World!") == expected
+    assert signature_ok(SECRET, b"Hello, World!", expected)
+    assert not signature_ok(SECRET, b"Hello, World?", expected)
+    assert not signature_ok(SECRET, b"Hello, World!", expected.replace("sha256=", "sha1="))
+    assert not signature_ok(SECRET, b"Hello, World!", None)
+
+
+@pytest.mark.parametrize(
+    ("payload", "schema"),
+    [
+        ("pull_request.opened.payload.json", "webhook-pull-request-opened"),
+        (
+            "workflow_run.completed.with-pull-requests.payload.json",
+            "webhook-workflow-run-completed",
+        ),
+    ],
+)
+def test_replayed_payloads_follow_githubs_schema(payload: str, schema: str) -> None:
+    data = json.loads((require_reference() / "webhooks" / payload).read_text())
+    OAS30Validator(webhook_schema(schema)).validate(data)
+
+
+@dataclass
+class Bot:
+    http: TestClient
+    fake: FakeGitHub
+    engine: Engine
+    tokens: dict[str, str]
+
+    def deliver(
+        self, name: str, delivery: str, *, event: str | None = None, signature: str | None = "ok"
+    ) -> Any:
+        body = (require_reference() / "webhooks" / name).read_bytes()
+        headers = {"X-GitHub-Event": event or name.split(".")[0], "X-GitHub-Delivery": delivery,
+                   "Content-Type": "application/json"}  # fmt: skip
+        if signature is not None:
+            headers["X-Hub-Signature-256"] = sign(SECRET, body) if signature == "ok" else signature
+        return self.http.post("/github/webhook", content=body, headers=headers)
+
+    def deliveries(self) -> list[tuple[str, str]]:
+        with Session(self.engine) as session:
+            rows = session.exec(select(GitHubDelivery)).all()
+            return [(r.delivery_id, r.status) for r in rows]
+
+    def upload(self, repo: str, commit: str, outcomes: dict[str, str], **fields: Any) -> None:
+        results = [
+            {"schema": "cpci.result/1", "nodeid": f"tests/test_cp.py::test_attn[{name}]",
+             "world_size": 2, "outcome": outcome, "duration_s": 1.0,
+             "rank_errors": [{"rank": 1, "phase": "call", "message": "@octocat max err 0.3"}]
+             if outcome == "failed" else []}
+            for name, outcome in outcomes.items()
+        ]  # fmt: skip
+        body = {"schema": "cpci.run/1", "repository": repo, "commit": commit,
+                "ci_run_id": f"run-{commit[:6]}", "results": results, **fields}  # fmt: skip
+        response = self.http.post(
+            "/api/v1/uploads", json=body, headers={"Authorization": f"Bearer {self.tokens[repo]}"}
+        )
+        assert response.status_code == 201, response.text
+
+
+@pytest.fixture
+def bot(tmp_path: Path) -> Iterator[Bot]:
+    require_reference()
+    engine = create_db_engine(f"sqlite:///{tmp_path / 'cpci.db'}")
+    upgrade(engine)
+    with Session(engine) as session:
+        tokens = {r: create_token(session=session, repository=r).token for r in (HELLO, OCTO)}
+        session.commit()
+    settings = Settings(
+        database_url=str(engine.url), github_webhook_secret=SECRET, github_token="ghs_test",
+        github_api_url="http://127.0.0.1", public_url="https://cpci.example.com",
+        github_bot_login="cpci-bot[bot]",
+    )  # fmt: skip
+    fake = FakeGitHub()
+    app = create_app(settings, engine=engine)
+    app.state.github_transport = fake.transport()
+    with TestClient(app) as http:
+        yield Bot(http, fake, engine, tokens)
+    engine.dispose()
+
+
+def test_pull_request_opened_checks_consistency_and_comments(bot: Bot) -> None:
+    bot.fake.add_pull(HELLO, 2, head_sha=PR_HEAD, base_sha=PR_BASE, files=[("modified", V2)])
+    bot.fake.contents[(HELLO, ".github/cpci.yml", PR_BASE)] = EXAMPLE_RULES
+    response = bot.deliver("pull_request.opened.payload.json", "d-1")
+    assert response.status_code == 202
+    assert response.json()["status"] == "queued"
+    [comment] = bot.fake.comments[(HELLO, 2)]
+    assert "no results uploaded yet, 1 file-consistency warning(s)" in comment["body"]
+    assert "`dtensor-policy-worker`" in comment["body"]
+    [check] = bot.fake.check_runs.values()
+    assert (check["name"], check["status"], check["head_sha"]) == ("cpci", "in_progress", PR_HEAD)
+    assert bot.deliveries() == [("d-1", "done")]
+    # synchronize with the same head: the same comment and check run, nothing new written
+    writes = len(bot.fake.writes())
+    assert bot.deliver("pull_request.synchronize.payload.json", "d-2").status_code == 202
+    assert len(bot.fake.comments[(HELLO, 2)]) == 1
+    assert [w for w in bot.fake.writes()[writes:] if "comments" in w[1]] == []
+
+
+def test_bad_or_missing_signature_is_401_and_stores_nothing(bot: Bot) -> None:
+    for signature in (None, "sha256=" + "0" * 64, "garbage"):
+        response = bot.deliver("pull_request.opened.payload.json", "d-bad", signature=signature)
+        assert response.status_code == 401
+        assert "CPCI_GITHUB_WEBHOOK_SECRET" in response.json()["detail"]
+    assert bot.deliveries() == []
+    assert bot.fake.calls == []
+
+
+def test_a_redelivery_is_not_acted_on_twice(bot: Bot) -> None:
+    bot.fake.add_pull(HELLO, 2, head_sha=PR_HEAD, base_sha=PR_BASE)
+    assert bot.deliver("pull_request.opened.payload.json", "d-1").status_code == 202
+    calls = len(bot.fake.calls)
+    again = bot.deliver("pull_request.opened.payload.json", "d-1")
+    assert (again.status_code, again.json()["status"]) == (200, "duplicate")
+    assert len(bot.fake.calls) == calls
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["check_run.completed.payload.json", "issue_comment.created.payload.json",
+     "pull_request.closed.payload.json", "check_suite.completed.payload.json"],
+)  # fmt: skip
+def test_other_events_are_accepted_and_ignored(bot: Bot, name: str) -> None:
+    response = bot.deliver(name, f"d-{name}")
+    assert (response.status_code, response.json()["status"]) == (202, "ignored")
+    assert bot.fake.calls == []
+    assert bot.deliveries() == [(f"d-{name}", "ignored")]
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        "workflow_run.completed.with-pull-requests.payload.json",
+        "workflow_run.completed.payload.json",
+    ],
+)
+def test_workflow_run_completed_finalises_the_verdict(bot: Bot, payload: str) -> None:
+    """With the PR listed in the payload, or (a fork's run lists none) found by its head commit."""
+    bot.upload(OCTO, PR_BASE, {"p2p": "passed", "a2a": "passed"}, branch="main")
+    bot.upload(OCTO, RUN_HEAD, {"p2p": "passed", "a2a": "failed"}, pull_request=2,
+               base_commit=PR_BASE)  # fmt: skip
+    bot.fake.add_pull(OCTO, 2, head_sha=RUN_HEAD, base_sha=PR_BASE)
+    assert bot.deliver(payload, "d-run").status_code == 202
+    [comment] = bot.fake.comments[(OCTO, 2)]
+    body = comment["body"]
+    assert state_of(body) == "failure"
+    assert "## ❌ cpci: 1 new failure(s)" in body
+    assert "**2 configs, 2 runs** · 1/1 shards reported" in body
+    assert "@\u2060octocat" not in body
+    assert "`@octocat max err 0.3`" in body
+    [check] = bot.fake.check_runs.values()
+    assert (check["status"], check["conclusion"]) == ("completed", "failure")
+    assert bot.deliveries() == [("d-run", "done")]
+
+
+def test_github_failure_is_recorded_on_the_delivery(bot: Bot) -> None:
+    bot.fake.add_pull(HELLO, 2, head_sha=PR_HEAD, base_sha=PR_BASE)
+    bot.fake.fail("POST", "/comments$", 403, message="Resource not accessible by integration")
+    assert bot.deliver("pull_request.opened.payload.json", "d-1").status_code == 202
+    [(_delivery, status)] = bot.deliveries()
+    assert status == "failed"
+    with Session(bot.engine) as session:
+        row = session.exec(select(GitHubDelivery)).one()
+    assert "fork" in (row.detail or "")
