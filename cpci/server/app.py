@@ -19,13 +19,14 @@ from sqlalchemy import Engine
 from cpci import __version__
 from cpci.schema import RunEnvelope
 from cpci.server.api import api_router, ops_router
-from cpci.server.api.routes import webhooks
+from cpci.server.api.routes import pages, webhooks
 from cpci.server.core import errors
 from cpci.server.core.config import Settings
 from cpci.server.core.db import create_db_engine
 from cpci.server.core.metrics import Metrics, MetricsMiddleware
 from cpci.server.core.oidc import OidcVerifier
 from cpci.server.links import Links
+from cpci.server.ui import install_ui
 
 
 def create_app(
@@ -71,6 +72,8 @@ def create_app(
     errors.install(app)
     app.include_router(ops_router)
     app.include_router(api_router)
+    app.include_router(pages.router)
+    install_ui(app)
     app.include_router(webhooks.router)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     _document_upload_body(app)

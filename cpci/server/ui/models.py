@@ -1,0 +1,180 @@
+"""The web UI's read models: what each page shows, also served as JSON by the API (its twin).
+
+The HTML pages render exactly these objects, so a script reading the JSON twin sees the same
+numbers a person sees; plots are drawn from them and nothing else.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from cpci.server.models import EnvironmentPublic
+from cpci.server.reports import RunRef, ShardProgress
+
+
+class RunRow(BaseModel):
+    """One CI run (attempts merged) as a row of the dashboard."""
+
+    run: RunRef
+    created_at: datetime
+    outcomes: dict[str, int]
+    results: int
+    failing: int
+    pass_rate: float | None = Field(description="passes / (passes + failures); skips excluded")
+    page_url: str
+
+
+class FlakyRow(BaseModel):
+    config: str
+    score: float = Field(description="95% lower bound of the recency-weighted flip rate")
+    flip_rate: float
+    runs: int
+    failures: int
+    same_commit: int = Field(description="commits on which it both passed and failed")
+    reason: str
+    page_url: str
+
+
+class SlowRow(BaseModel):
+    config: str
+    duration_s: float
+    outcome: str
+    page_url: str
+
+
+QuickVerdict = Literal["pending", "passing", "failing", "new_failures"]
+
+
+class PullRow(BaseModel):
+    """A pull request's latest head, with a quick verdict from stored outcomes alone."""
+
+    number: int
+    head_commit: str
+    branch: str | None
+    updated_at: datetime
+    shards: ShardProgress
+    failing: int = Field(description="configs failing at head")
+    failing_at_base_too: int | None = Field(description="of those, failing at the base run too")
+    verdict: QuickVerdict
+    page_url: str
+
+
+class Dashboard(BaseModel):
+    repository: str
+    branch: str | None = Field(description="the branch shown (default: the most used one)")
+    runs: list[RunRow] = Field(description="newest first")
+    flaky: list[FlakyRow]
+    slowest: list[SlowRow] = Field(description="from the newest run of the branch")
+    pulls: list[PullRow]
+
+
+class TimelineCell(BaseModel):
+    commit: str
+    state: Literal["pass", "fail", "mixed", "skip"]
+    outcomes: dict[str, int]
+    ci_run_id: str
+    branch: str | None
+    pull_request: int | None
+    page_url: str
+
+
+class ConfigPoint(BaseModel):
+    result_id: int
+    when: datetime
+    outcome: str
+    duration_s: float
+    metrics: dict[str, float]
+    ci_run_id: str
+    commit: str
+    runner: str | None
+    page_url: str
+
+
+class Signature(BaseModel):
+    """Failure messages that differ only in numbers, addresses, paths or ranks."""
+
+    signature: str
+    count: int
+    example: str
+    last_ci_run_id: str
+    last_page_url: str
+
+
+class PlaceStats(BaseModel):
+    """Results on one runner or environment: a config failing on one host only is a bad host."""
+
+    name: str
+    results: int
+    passes: int
+    failures: int
+    pass_rate: float | None
+    environment: EnvironmentPublic | None = None
+
+
+class ConfigOverview(BaseModel):
+    repository: str
+    config: str
+    params: dict[str, Any]
+    shown: int = Field(description="results looked at (the newest)")
+    timeline: list[TimelineCell] = Field(description="one cell per commit, oldest first")
+    points: list[ConfigPoint] = Field(description="oldest first")
+    signatures: list[Signature]
+    runners: list[PlaceStats]
+    environments: list[PlaceStats]
+    elsewhere: str | None = Field(description="a runner fails where others pass, if any")
+
+
+class ShardRow(BaseModel):
+    index: int
+    state: Literal["reported", "missing"]
+    attempt: int | None
+    runner: str | None
+    labels: list[str]
+    environment_id: int | None
+    started_at: datetime | None
+    ended_at: datetime | None
+    wall_s: float | None = Field(description="ended_at - started_at, when both were uploaded")
+    test_s: float = Field(description="sum of the results' durations")
+    other_s: float | None = Field(
+        description="wall_s - test_s: world start-up (init) and other overhead, derived"
+    )
+    worlds: int = Field(description="distinct (batch, world) pairs: torchrun worlds started")
+    results: int
+    outcomes: dict[str, int]
+
+
+class ResultRow(BaseModel):
+    config: str
+    outcome: str
+    duration_s: float
+    attempt: int
+    flaky: bool
+    message: str | None
+    batch: str | None
+    shard: int
+    page_url: str
+
+
+Sort = Literal["config", "-config", "outcome", "-outcome", "duration", "-duration"]
+
+
+class RunDetail(BaseModel):
+    repository: str
+    run: RunRef
+    attempts: list[int]
+    environments: list[EnvironmentPublic]
+    shards: list[ShardRow]
+    outcomes: dict[str, int]
+    worlds: int
+    timing_note: str
+    results: list[ResultRow]
+    matching: int = Field(description="results matching the filter, over all pages")
+    page: int
+    pages: int
+    per_page: int
+    outcome_filter: list[str]
+    query: str
+    sort: Sort

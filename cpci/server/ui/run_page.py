@@ -1,0 +1,194 @@
+"""One CI run in full: its shards (reported or missing), the torchrun worlds each started, where
+the time went, and its results filtered, sorted and paged in the database.
+
+The upload carries no world start-up time, so "other" time is derived: a shard's wall time
+(`ended_at - started_at`) less the sum of its results' durations. With several worlds running
+at once the sum can exceed the wall time, and then nothing is derived.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from sqlmodel import Session, col, func, select
+
+from cpci.server.core.errors import NotFound
+from cpci.server.crud.common import from_json, raw_json
+from cpci.server.crud.runs import MergedRun, merge_runs
+from cpci.server.links import Links
+from cpci.server.models import (
+    Config,
+    EnvironmentFingerprint,
+    EnvironmentPublic,
+    Repository,
+    Result,
+    Run,
+    Shard,
+    as_utc,
+)
+from cpci.server.ui import urls
+from cpci.server.ui.models import ResultRow, RunDetail, ShardRow, Sort
+
+PER_PAGE = 100
+TIMING_NOTE = (
+    "Uploads carry no world start-up (init) time, so 'other' is derived: the shard's wall time "
+    "less the sum of its test durations; it holds init, teardown and gaps. Shown only when the "
+    "shard reported its start and end and its worlds did not overlap."
+)
+_SORTS = {
+    "config": col(Config.key),
+    "outcome": col(Result.outcome),
+    "duration": col(Result.duration_s),
+}
+
+
+def run_detail(
+    *,
+    session: Session,
+    repo: Repository,
+    ci_run_id: str,
+    links: Links,
+    outcomes: Sequence[str] = (),
+    query: str = "",
+    sort: Sort = "config",
+    page: int = 1,
+    per_page: int = PER_PAGE,
+) -> RunDetail:
+    runs = session.exec(
+        select(Run).where(Run.repository_id == repo.id, Run.ci_run_id == ci_run_id)
+    ).all()
+    if not runs:
+        raise NotFound(f"no run {ci_run_id!r} in {repo.name}: has any shard been uploaded?")
+    merged = merge_runs(session=session, runs=runs)[0]
+    shards = _shards(session, merged)
+    shard_ids = [s.id for s in merged.shards.values()]
+    where: list[sa.ColumnElement[bool]] = [col(Result.shard_id).in_(shard_ids)]
+    if outcomes:
+        where.append(col(Result.outcome).in_(list(outcomes)))
+    if query:
+        where.append(func.lower(col(Config.key)).contains(query.lower(), autoescape=True))
+    matching = session.exec(
+        select(func.count()).select_from(Result).join(Config).where(*where)
+    ).one()
+    pages = max(1, math.ceil(matching / per_page))
+    page = min(page, pages)
+    order = _SORTS[sort.lstrip("-")]
+    rows = session.connection().execute(
+        sa.select(
+            col(Config.key), col(Result.outcome), col(Result.duration_s), col(Result.attempt),
+            col(Result.flaky), raw_json(col(Result.rank_errors)), raw_json(col(Result.batch)),
+            col(Shard.shard_index),
+        )
+        .join(Config, col(Result.config_id) == col(Config.id))
+        .join(Shard, col(Result.shard_id) == col(Shard.id))
+        .where(*where)
+        .order_by(order.desc() if sort.startswith("-") else order, col(Result.id))
+        .offset((page - 1) * per_page)
+        .limit(per_page)
+    )  # fmt: skip
+    results = [
+        ResultRow(
+            config=key, outcome=outcome, duration_s=duration, attempt=attempt, flaky=bool(flaky),
+            message=_first_message(from_json(errors) if errors is not None else None),
+            batch=_batch_label(from_json(batch) if batch is not None else None),
+            shard=shard, page_url=urls.config(repo.name, key),
+        )
+        for key, outcome, duration, attempt, flaky, errors, batch, shard in rows
+    ]  # fmt: skip
+    env_ids = {s.environment_id for s in merged.shards.values()}
+    envs = session.exec(
+        select(EnvironmentFingerprint).where(col(EnvironmentFingerprint.id).in_(env_ids))
+    ).all()
+    total: Counter[str] = Counter()
+    for s in shards:
+        total.update(s.outcomes)
+    return RunDetail(
+        repository=repo.name,
+        run=merged.ref(repo.name, links),
+        attempts=[r.ci_attempt for r in merged.runs],
+        environments=[EnvironmentPublic.model_validate(e, from_attributes=True) for e in envs],
+        shards=shards,
+        outcomes=dict(sorted(total.items())),
+        worlds=sum(s.worlds for s in shards),
+        timing_note=TIMING_NOTE,
+        results=results,
+        matching=matching,
+        page=page,
+        pages=pages,
+        per_page=per_page,
+        outcome_filter=list(outcomes),
+        query=query,
+        sort=sort,
+    )
+
+
+def _shards(session: Session, merged: MergedRun) -> list[ShardRow]:
+    attempt_of = {r.id: r.ci_attempt for r in merged.runs}
+    outcomes: dict[int, Counter[str]] = defaultdict(Counter)
+    test_s: dict[int, float] = defaultdict(float)
+    worlds: dict[int, set[tuple[int, int]]] = defaultdict(set)
+    ids = [s.id for s in merged.shards.values()]
+    rows = session.connection().execute(
+        sa.select(
+            col(Result.shard_id), col(Result.outcome), col(Result.duration_s),
+            raw_json(col(Result.batch)),
+        ).where(col(Result.shard_id).in_(ids))
+    )  # fmt: skip
+    for shard_id, outcome, duration, batch in rows:
+        outcomes[shard_id][outcome] += 1
+        test_s[shard_id] += duration
+        info = from_json(batch) if batch is not None else None
+        if info:
+            worlds[shard_id].add((int(info.get("index", 0)), int(info.get("world", 0))))
+    out = []
+    for index in range(merged.latest.shard_total):
+        shard = merged.shards.get(index)
+        if shard is None or shard.id is None:
+            out.append(
+                ShardRow(
+                    index=index, state="missing", attempt=None, runner=None, labels=[],
+                    environment_id=None, started_at=None, ended_at=None, wall_s=None,
+                    test_s=0.0, other_s=None, worlds=0, results=0, outcomes={},
+                )
+            )  # fmt: skip
+            continue
+        started = as_utc(shard.started_at) if shard.started_at else None
+        ended = as_utc(shard.ended_at) if shard.ended_at else None
+        wall = (ended - started).total_seconds() if started and ended else None
+        spent = test_s[shard.id]
+        out.append(
+            ShardRow(
+                index=index,
+                state="reported",
+                attempt=attempt_of.get(shard.run_id),
+                runner=shard.runner_name,
+                labels=list(shard.runner_labels or []),
+                environment_id=shard.environment_id,
+                started_at=started,
+                ended_at=ended,
+                wall_s=wall,
+                test_s=round(spent, 3),
+                other_s=round(wall - spent, 3) if wall is not None and wall >= spent else None,
+                worlds=len(worlds[shard.id]),
+                results=shard.result_count,
+                outcomes=dict(sorted(outcomes[shard.id].items())),
+            )
+        )
+    return out
+
+
+def _first_message(errors: list[dict[str, object]] | None) -> str | None:
+    for e in errors or ():
+        text = str(e.get("message", "")).strip()
+        if text:
+            return text.splitlines()[0][:300]
+    return None
+
+
+def _batch_label(batch: dict[str, int] | None) -> str | None:
+    if not batch:
+        return None
+    return f"batch {batch.get('index')} · world {batch.get('world')} · {batch.get('size')} cfg"

@@ -1,0 +1,43 @@
+"""The Jinja2 environment: templates from the package, autoescape always on, strict undefined.
+
+Autoescape is forced for every template name (not only `.html`), because config names and
+failure messages come from uploads; plots arrive as `Markup` already escaped by `svg`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+from starlette.templating import Jinja2Templates
+
+from cpci.server.ui import urls
+
+
+def percent(value: float | None) -> str:
+    return "–" if value is None else f"{value:.1%}"
+
+
+def seconds(value: float | None) -> str:
+    if value is None:
+        return "–"
+    if value >= 120:
+        return f"{value / 60:.1f} min"
+    return f"{value:.3g} s"
+
+
+def when(value: datetime | None) -> str:
+    return "–" if value is None else value.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def make_templates() -> Jinja2Templates:
+    env = Environment(
+        loader=PackageLoader("cpci.server", "templates"),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(percent=percent, seconds=seconds, when=when)
+    env.globals["urls"] = urls
+    return Jinja2Templates(env=env)
