@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import statistics
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -10,7 +9,13 @@ from dataclasses import dataclass
 from cpci.schema import FAILING_OUTCOMES
 from cpci.server.analysis.flakiness import FlakinessPolicy, assess_flakiness
 from cpci.server.analysis.observations import Observation
-from cpci.server.analysis.shifts import DURATION_POLICY, METRIC_POLICY, Shift, robust_shift
+from cpci.server.analysis.shifts import (
+    DURATION_POLICY,
+    METRIC_POLICY,
+    Shift,
+    median,
+    robust_shift,
+)
 from cpci.server.analysis.verdicts import ResultView, decide, first_message, headline, state_of
 from cpci.server.reports import (
     ATTENTION,
@@ -108,22 +113,28 @@ def build_report(inputs: ReportInputs, policy: FlakinessPolicy) -> PullRequestRe
 
 
 def _shifts(inputs: ReportInputs) -> tuple[list[ShiftFinding], list[ShiftFinding]]:
+    # Runs once per config of the PR (tens of thousands): kept to plain loops.
     durations: list[ShiftFinding] = []
     drift: list[ShiftFinding] = []
+    base = inputs.base or {}
     for pk, head in inputs.head.items():
         head_ok = [r for r in head if r.outcome == "passed"]
-        timings = inputs.base_samples.get(pk, ())
         if not head_ok:
             continue
-        value = statistics.median(r.duration_s for r in head_ok)
-        shift = robust_shift("duration_s", timings, value, DURATION_POLICY)
+        value = median([r.duration_s for r in head_ok])
+        shift = robust_shift("duration_s", inputs.base_samples.get(pk, ()), value, DURATION_POLICY)
         if shift is not None:
             durations.append(_finding(inputs, pk, shift))
-        base_run = [r for r in (inputs.base or {}).get(pk, ()) if r.outcome == "passed"]
-        for name in sorted({m for r in head_ok for m in r.metrics}):
+        names = head_ok[0].metrics.keys() if len(head_ok) == 1 else {
+            m for r in head_ok for m in r.metrics
+        }  # fmt: skip
+        if not names:
+            continue
+        base_run = [r for r in base.get(pk, ()) if r.outcome == "passed"]
+        for name in sorted(names):
             head_values = [r.metrics[name] for r in head_ok if name in r.metrics]
             base_values = [r.metrics[name] for r in base_run if name in r.metrics]
-            metric = robust_shift(name, base_values, statistics.median(head_values), METRIC_POLICY)
+            metric = robust_shift(name, base_values, median(head_values), METRIC_POLICY)
             if metric is not None:
                 drift.append(_finding(inputs, pk, metric))
     durations.sort(key=lambda f: -(f.shift.relative or 0))

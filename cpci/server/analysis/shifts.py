@@ -43,31 +43,41 @@ class Shift(BaseModel):
     direction: Literal["up", "down"]
 
 
+def median(values: Sequence[float]) -> float:
+    """`statistics.median` without its generality: called twice per config of a report."""
+    ordered = sorted(values)
+    n = len(ordered)
+    if n == 0:
+        raise statistics.StatisticsError("no median for empty data")
+    mid = n // 2
+    return ordered[mid] if n % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
 def robust_shift(
     name: str, baseline: Sequence[float], value: float, policy: ShiftPolicy
 ) -> Shift | None:
     """The shift of `value` against `baseline`, or None when it is within the noise."""
     if len(baseline) < policy.min_samples or not baseline:
         return None
-    median = statistics.median(baseline)
-    change = value - median
+    centre = median(baseline)
+    change = value - centre
     if change < 0 and policy.directions == "up":
         return None
-    if abs(change) <= max(policy.min_relative * abs(median), policy.min_absolute):
+    if abs(change) <= max(policy.min_relative * abs(centre), policy.min_absolute):
         return None  # the cheap floors first: most configs stop here
-    mad = statistics.median(abs(x - median) for x in baseline)
+    mad = median([abs(x - centre) for x in baseline])
     floor = max(
-        policy.k * MAD_TO_SIGMA * mad, policy.min_relative * abs(median), policy.min_absolute
+        policy.k * MAD_TO_SIGMA * mad, policy.min_relative * abs(centre), policy.min_absolute
     )
     if abs(change) <= floor:
         return None
     return Shift(
         name=name,
         value=value,
-        baseline_median=median,
+        baseline_median=centre,
         baseline_mad=mad,
         samples=len(baseline),
         change=change,
-        relative=change / abs(median) if median else None,
+        relative=change / abs(centre) if centre else None,
         direction="up" if change > 0 else "down",
     )

@@ -34,9 +34,15 @@ class ResultView(NamedTuple):
 
 def state_of(results: Sequence[ResultView]) -> State:
     """Pass, fail, mixed (passed and failed on the same commit) or skip (nothing counted)."""
-    failed = any(r.outcome in FAILING_OUTCOMES for r in results)
-    passed = any(r.outcome in PASSING_OUTCOMES for r in results)
-    if any(r.flaky for r in results) or (failed and passed):
+    failed = passed = False
+    for r in results:  # one pass: called twice per config of a report
+        if r.flaky:
+            return "mixed"
+        if r.outcome in FAILING_OUTCOMES:
+            failed = True
+        elif r.outcome in PASSING_OUTCOMES:
+            passed = True
+    if failed and passed:
         return "mixed"
     return "fail" if failed else ("pass" if passed else "skip")
 
