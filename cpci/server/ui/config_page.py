@@ -107,7 +107,8 @@ def _rows(session: Session, config_pk: int, limit: int) -> list[_Row]:
             col(Result.id), col(Result.outcome), col(Result.duration_s), col(Result.flaky),
             raw_json(col(Result.metrics)), raw_json(col(Result.rank_errors)),
             col(Result.environment_id), col(Run.ci_run_id), col(Run.commit), col(Run.branch),
-            col(Run.pull_request), col(Shard.runner_name), col(Shard.uploaded_at),
+            col(Run.pull_request), col(Shard.runner_name),
+            sa.func.coalesce(col(Shard.started_at), col(Shard.uploaded_at)),
         )
         .join(Run, col(Result.run_id) == col(Run.id))
         .join(Shard, col(Result.shard_id) == col(Shard.id))

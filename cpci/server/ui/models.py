@@ -83,7 +83,7 @@ class TimelineCell(BaseModel):
 
 class ConfigPoint(BaseModel):
     result_id: int
-    when: datetime
+    when: datetime = Field(description="the shard's start, else its upload time")
     outcome: str
     duration_s: float
     metrics: dict[str, float]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timezone
 
 from markupsafe import Markup
@@ -19,8 +20,15 @@ def _kind(outcome: str) -> str:
     return "skip" if outcome == "skipped" else "ok"
 
 
-def _date(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%m-%d %H:%M")
+def _date_format(epochs: list[float]) -> Callable[[float], str]:
+    """Tick labels as precise as the span needs: dates for weeks, times for hours."""
+    span = max(epochs) - min(epochs) if epochs else 0.0
+    pattern = "%Y-%m-%d" if span > 7 * 86400 else "%m-%d %H:%M" if span > 3600 else "%H:%M:%S"
+
+    def label(epoch: float) -> str:
+        return datetime.fromtimestamp(epoch, timezone.utc).strftime(pattern)
+
+    return label
 
 
 def _percent(value: float) -> str:
@@ -90,10 +98,10 @@ def duration_plot(overview: ConfigOverview) -> Markup:
     return scatter_plot(
         title="Duration over time",
         description=f"{len(points)} results; failing ones drawn in red.",
-        x_label="uploaded (UTC)",
+        x_label="shard start (UTC)",
         y_label="duration (s)",
         points=points,
-        x_format=_date,
+        x_format=_date_format([p.x for p in points]),
         plot_id="durations",
     )
 
@@ -118,10 +126,10 @@ def metric_plots(overview: ConfigOverview) -> list[Markup]:
             scatter_plot(
                 title=f"{name} over time",
                 description=f"{len(points)} values of the metric {name}.",
-                x_label="uploaded (UTC)",
+                x_label="shard start (UTC)",
                 y_label=name,
                 points=points,
-                x_format=_date,
+                x_format=_date_format([p.x for p in points]),
                 plot_id=f"metric-{n}",
             )
         )

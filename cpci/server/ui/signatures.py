@@ -11,7 +11,7 @@ import re
 MAX_LENGTH = 200
 
 _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"0x[0-9a-fA-F]+"), "0x…"),
+    (re.compile(r"0x[0-9a-fA-F]+"), "<addr>"),
     (re.compile(r"\b[0-9a-f]{12,64}\b"), "<sha>"),
     (re.compile(r"(?:[A-Za-z]:)?(?:/[\w.+-]+){2,}"), "<path>"),
     (re.compile(r"\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"), "N"),

@@ -86,7 +86,7 @@ def scatter_plot(
     decades (errors vs a reference often do), and says so in its label.
     """
     ys = [p.y for p in points]
-    log_y = y_range is None and bool(ys) and min(ys) > 0 and max(ys) / min(ys) > 100
+    log_y = y_range is None and bool(ys) and min(ys) > 0 and max(ys) / min(ys) >= 100
     if y_range is not None:
         y_low, y_high = y_range
     elif ys:

@@ -1,0 +1,112 @@
+"""A real service for the browser tests: uvicorn on 127.0.0.1 over a seeded SQLite database,
+and Debian's Chromium driven headless by Playwright (no browser download).
+
+Without Chromium or Playwright the browser tests skip with the reason, except under CI (`CI`
+set), where they must run. Screenshots go to `CPCI_ARTIFACTS` (default `artifacts/ui/`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from sqlmodel import Session
+from ui_seed import REPO, seed
+
+from cpci.server import Settings, create_app
+from cpci.server.core.db import create_db_engine
+from cpci.server.core.migrate import upgrade
+from cpci.server.crud.tokens import create_token
+from cpci.server.devpg import free_port
+
+CHROMIUM = os.environ.get("CPCI_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-extensions",
+]  # fmt: skip
+DEADLINE_S = 30
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("CI"):
+        pytest.fail(f"{reason} (CI is set, so the browser tests must run)")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def artifacts() -> Path:
+    path = Path(os.environ.get("CPCI_ARTIFACTS") or ROOT / "artifacts" / "ui")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The base URL of a seeded service, served by uvicorn over real HTTP."""
+    url = f"sqlite:///{tmp_path_factory.mktemp('ui') / 'cpci.db'}"
+    engine = create_db_engine(url)
+    upgrade(engine)
+    with Session(engine) as session:
+        token = create_token(session=session, repository=REPO, name="ui").token
+        session.commit()
+    app = create_app(Settings(database_url=url), engine=engine)
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{server.config.port}"
+    deadline = time.monotonic() + DEADLINE_S
+    try:
+        while not server.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                pytest.fail(f"uvicorn did not start within {DEADLINE_S} s")
+            time.sleep(0.02)
+        headers = {"Authorization": f"Bearer {token}"}
+        with httpx.Client(base_url=base, headers=headers, timeout=30) as http:
+            assert http.get("/healthz").status_code == 200
+            seed(http)
+        yield base
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        engine.dispose()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    if not Path(CHROMIUM).exists() and shutil.which(CHROMIUM) is None:
+        _unavailable(f"no Chromium at {CHROMIUM} (apt-get install chromium, or set CPCI_CHROMIUM)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _unavailable("playwright is not installed (pip install -e '.[dev]')")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def dialogs() -> list[str]:
+    """Messages of dialogs the page opened: an `alert` would mean injected script ran."""
+    return []
+
+
+@pytest.fixture
+def page(browser: Any, dialogs: list[str]) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    tab = context.new_page()
+    tab.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    tab.set_default_timeout(10_000)
+    yield tab
+    context.close()
