@@ -18,7 +18,7 @@ from sqlmodel import Session, select
 
 from cpci.schema import RunEnvelope
 from cpci.server.core.errors import Conflict
-from cpci.server.crud.common import bulk_insert, fetch_rows, insert_missing, one_of
+from cpci.server.crud.common import bulk_insert, fetch_rows, insert_missing, json_text, one_of
 from cpci.server.crud.repos import ensure_environment, ensure_repository
 from cpci.server.models import Config, Result, Run, Shard, utcnow
 
@@ -83,8 +83,8 @@ def ingest_shard(*, session: Session, envelope: RunEnvelope, digest: str) -> Ing
     rows = [
         (
             run.id, shard.id, config_ids[key], env_id, r.outcome, r.duration_s, r.attempt,
-            r.flaky, r.isolation, [e.model_dump() for e in r.rank_errors] or None,
-            dict(r.metrics) or None, r.batch.model_dump() if r.batch else None,
+            r.flaky, r.isolation, json_text(r.rank_errors), json_text(r.metrics),
+            json_text(r.batch),
         )
         for key, r in zip(keys, envelope.results, strict=True)
     ]  # fmt: skip
@@ -137,7 +137,7 @@ def _ensure_configs(
     missing: dict[str, tuple[Any, ...]] = {}
     for key, r in zip(keys, envelope.results, strict=True):
         if key not in ids and key not in missing:
-            missing[key] = (repo_id, key, r.nodeid, r.world_size, dict(r.params) or None)
+            missing[key] = (repo_id, key, r.nodeid, r.world_size, json_text(r.params))
     if missing:
         bulk_insert(
             session=session,
