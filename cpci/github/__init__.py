@@ -1,1 +1,36 @@
-"""GitHub side of cpci: client, PR comment, check run, file-consistency rules."""
+"""GitHub side of cpci: the REST client, the PR comment, the check run, file-consistency rules.
+
+The service's webhook route drives these through `cpci.github.bot.refresh`; the Action and other
+tools can use the client and the renderers directly.
+"""
+
+from cpci.github.auth import AppAuth, TokenAuth
+from cpci.github.client import GitHubClient
+from cpci.github.comment import CommentOptions, render
+from cpci.github.consistency import ConsistencyResult, Finding, acknowledgements, evaluate
+from cpci.github.errors import GitHubError
+from cpci.github.gate import FailOn, gate
+from cpci.github.publish import CommentMode, check_run_fields, publish_check, upsert_comment
+from cpci.github.rules import Rule, RulesError, parse_rules
+
+__all__ = [
+    "AppAuth",
+    "CommentMode",
+    "CommentOptions",
+    "ConsistencyResult",
+    "FailOn",
+    "Finding",
+    "GitHubClient",
+    "GitHubError",
+    "Rule",
+    "RulesError",
+    "TokenAuth",
+    "acknowledgements",
+    "check_run_fields",
+    "evaluate",
+    "gate",
+    "parse_rules",
+    "publish_check",
+    "render",
+    "upsert_comment",
+]
