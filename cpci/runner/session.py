@@ -208,7 +208,7 @@ class BatchedSession:
         )
 
     def summary_lines(self) -> list[str]:
-        lines = self.stats.summary_lines() if self.batches else []
+        lines = self.stats.summary_lines() if self._scheduler is not None else []
         if self._results is not None:
             lines.append(f"results: {self._results.path}")
         return lines
