@@ -206,3 +206,14 @@ def test_github_failure_is_recorded_on_the_delivery(bot: Bot) -> None:
     with Session(bot.engine) as session:
         row = session.exec(select(GitHubDelivery)).one()
     assert "fork" in (row.detail or "")
+
+
+def test_a_payload_missing_its_fields_fails_the_delivery_not_the_service(bot: Bot) -> None:
+    body = json.dumps({"action": "opened", "number": 2}).encode()
+    response = bot.http.post(
+        "/github/webhook", content=body,
+        headers={"X-GitHub-Event": "pull_request", "X-GitHub-Delivery": "d-x",
+                 "X-Hub-Signature-256": sign(SECRET, body)},
+    )  # fmt: skip
+    assert response.status_code == 202
+    assert bot.deliveries() == [("d-x", "failed")]

@@ -116,8 +116,8 @@ def process(
     payload: dict[str, Any],
 ) -> None:
     """Act on a delivery; the outcome is written to its row, never raised."""
-    repo = str(payload["repository"]["full_name"])
     try:
+        repo = str(payload["repository"]["full_name"])
         numbers = _pull_requests(engine, event, payload, repo)
         with _client(settings, payload, transport) as client:
             for number in numbers:
@@ -126,6 +126,9 @@ def process(
     except (GitHubError, ValueError) as exc:
         log.warning("webhook delivery %s (%s) failed: %s", delivery, event, exc)
         status, detail = "failed", str(exc)
+    except (KeyError, TypeError) as exc:  # a payload without the fields its event promises
+        log.warning("webhook delivery %s (%s) is malformed: %r", delivery, event, exc)
+        status, detail = "failed", f"the {event} payload lacks {exc!r}"
     with Session(engine) as session:
         state.finish_delivery(session=session, delivery_id=delivery, status=status, detail=detail)
 
