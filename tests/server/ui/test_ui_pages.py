@@ -1,0 +1,111 @@
+"""The UI's pages and their JSON twins on both engines, through the app (no browser)."""
+
+from __future__ import annotations
+
+from fastapi.testclient import TestClient
+from service_builders import envelope, record
+from ui_seed import (
+    A2A,
+    LATEST_RUN,
+    MAIN_RUNS,
+    NAMES,
+    PR,
+    PR_FAILS,
+    REPO,
+    RING,
+    RING_FAILED_COMMITS,
+    XSS,
+    XSS_CONFIG,
+    seed,
+)
+
+API = f"/api/v1/repos/{REPO}"
+
+
+def test_dashboard_twin_counts_runs_flaky_slow_and_pulls(client: TestClient) -> None:
+    seed(client)
+    data = client.get(f"{API}/dashboard").json()
+    assert data["branch"] == "main"
+    assert [r["run"]["ci_run_id"] for r in data["runs"]] == [
+        str(1000 + r) for r in range(MAIN_RUNS, 0, -1)
+    ]
+    assert all(r["results"] == len(NAMES) for r in data["runs"])
+    assert {f["config"] for f in data["flaky"]} == {A2A, RING}
+    assert data["slowest"][0]["config"] == XSS_CONFIG  # the seed makes later configs slower
+    (pull,) = data["pulls"]
+    assert (pull["number"], pull["verdict"]) == (PR, "new_failures")
+    assert (pull["failing"], pull["failing_at_base_too"]) == (len(PR_FAILS), 0)
+    # The HTML page shows the same figures.
+    html = client.get(f"/ui/{REPO}").text
+    assert html.count('class="point ') == MAIN_RUNS
+    assert f'href="/ui/{REPO}/pulls/{PR}"' in html
+
+
+def test_pending_pull_has_no_verdict(client: TestClient) -> None:
+    body = envelope([record("p2p", "failed")], pull_request=3, shard_total=2, branch="x")
+    assert client.post("/api/v1/uploads", json=body).status_code == 201
+    (pull,) = client.get(f"{API}/dashboard").json()["pulls"]
+    assert pull["verdict"] == "pending"
+    assert pull["shards"]["text"] == "1/2 shards reported"
+
+
+def test_config_twin_blames_the_host(client: TestClient) -> None:
+    seed(client)
+    data = client.get(f"{API}/config", params={"config": RING}).json()
+    rates = {r["name"]: r["pass_rate"] for r in data["runners"]}
+    assert rates == {"gpu-a": 1.0, "gpu-b": 0.0}
+    assert data["elsewhere"].startswith("fails mostly on gpu-b (0% pass)")
+    assert sum(c["state"] == "fail" for c in data["timeline"]) == RING_FAILED_COMMITS
+    assert [s["count"] for s in data["signatures"]] == [RING_FAILED_COMMITS]
+    missing = client.get(f"{API}/config", params={"config": "nope@2"})
+    assert missing.status_code == 404
+
+
+def test_run_twin_filters_sorts_and_pages_in_the_database(client: TestClient) -> None:
+    seed(client)
+    path = f"{API}/runs/{LATEST_RUN}/detail"
+    data = client.get(path, params={"sort": "-duration", "per_page": 2}).json()
+    assert (data["matching"], data["pages"]) == (len(NAMES), 3)
+    durations = [r["duration_s"] for r in data["results"]]
+    assert durations == sorted(durations, reverse=True)
+    assert data["results"][0]["config"] == XSS_CONFIG
+    last = client.get(path, params={"sort": "-duration", "per_page": 2, "page": 3}).json()
+    assert len(last["results"]) == 1
+    named = client.get(path, params={"q": "A2A"}).json()  # case-insensitive on both engines
+    assert [r["config"] for r in named["results"]] == [A2A]
+    failed = client.get(path, params={"outcome": "failed"}).json()
+    assert {r["outcome"] for r in failed["results"]} <= {"failed"}
+    assert failed["matching"] == failed["outcomes"].get("failed", 0)
+    assert [s["state"] for s in data["shards"]] == ["reported", "reported"]
+    assert sum(s["results"] for s in data["shards"]) == len(NAMES)
+    assert all(s["wall_s"] == 60 and s["other_s"] == 60 - s["test_s"] for s in data["shards"])
+    assert client.get(path, params={"outcome": "nonsense"}).status_code == 422
+
+
+def test_html_from_uploads_is_escaped_everywhere(client: TestClient) -> None:
+    seed(client)
+    pages = [
+        f"/ui/{REPO}",
+        f"/ui/{REPO}/config?config={XSS_CONFIG}",
+        f"/ui/{REPO}/config?config={A2A}",
+        f"/ui/{REPO}/runs/{LATEST_RUN}",
+        f"/ui/{REPO}/runs/2000",
+        f"/ui/{REPO}/pulls/{PR}",
+    ]
+    for path in pages:
+        response = client.get(path)
+        assert response.status_code == 200, path
+        for raw in (XSS, "<b>NCCL", "<i>p2p"):
+            assert raw not in response.text, path
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in client.get(pages[0]).text
+
+
+def test_ui_errors_are_pages_and_api_errors_stay_json(client: TestClient) -> None:
+    page = client.get("/ui/acme/none")
+    assert page.status_code == 404
+    assert page.headers["content-type"].startswith("text/html")
+    assert "no results for repository &#39;acme/none&#39;" in page.text
+    api = client.get("/api/v1/repos/acme/none/dashboard")
+    assert (api.status_code, api.json()["code"]) == (404, "not_found")
+    assert client.get("/ui/static/ui.css").headers["content-type"].startswith("text/css")
+    assert XSS not in client.get("/ui/").text
