@@ -7,6 +7,7 @@ webhooks, the web UI) mount next to them.
 
 from __future__ import annotations
 
+import gc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -40,6 +41,10 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        # What is alive when serving starts (modules, routes, the engine) lives as long as the
+        # process: keep it out of the cycle collector's full passes, which an upload or report
+        # (tens of thousands of objects) otherwise triggers, rescanning all of it each time.
+        gc.freeze()
         yield
         if own_http and http is not None:
             http.close()
