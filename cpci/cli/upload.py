@@ -2,6 +2,8 @@
 
 A malformed JUnit file is reported by name and skipped; the rest are still uploaded, and the
 exit code is then 1 so the workflow shows it. Exit 2: nothing valid to upload or bad flags.
+Exit 3: the service could not take it now; the upload waits in the spool (nothing is lost) and
+`cpci upload --flush`, or the next upload, sends it.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 
@@ -26,6 +29,19 @@ def register(sub: Any) -> None:
     parser.add_argument("--junit", nargs="+", default=[], metavar="FILE", help="JUnit XML files")
     parser.add_argument("--server", default=None, help="service URL (or CPCI_SERVER)")
     parser.add_argument("--token", default=None, help="upload token (or CPCI_TOKEN)")
+    parser.add_argument(
+        "--auth", choices=("token", "oidc"), default=None,
+        help="token (default, or CPCI_AUTH) or oidc: a GitHub Actions OIDC token "
+        "(needs `permissions: id-token: write`)",
+    )  # fmt: skip
+    parser.add_argument("--oidc-audience", default=None,
+                        help="OIDC audience (or CPCI_OIDC_AUDIENCE; default cpci)")  # fmt: skip
+    parser.add_argument("--spool", default=None, metavar="DIR",
+                        help="where uploads wait while the service is down (or CPCI_SPOOL; "
+                        "default ~/.cache/cpci/spool)")  # fmt: skip
+    parser.add_argument("--flush", action="store_true",
+                        help="only send what the spool holds")  # fmt: skip
+    parser.add_argument("--retries", type=int, default=5, help="tries per upload (default 5)")
     parser.add_argument("--repository", help="OWNER/REPO (or GITHUB_REPOSITORY)")
     parser.add_argument("--commit", help="commit sha (or the PR head / GITHUB_SHA)")
     parser.add_argument("--branch", help="branch (or GITHUB_REF_NAME)")
@@ -41,9 +57,11 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from cpci.schema import ResultRecord, read_results
+    from cpci.upload.credentials import CredentialsError, bearer
     from cpci.upload.envelope import EnvelopeError, RunFields, build_envelope
     from cpci.upload.junit import JUnitError, read_junit
-    from cpci.upload.send import UploadFailed, send_envelope
+    from cpci.upload.send import Backoff, UploadFailed, deliver, flush
+    from cpci.upload.spool import Spool, default_spool_dir
 
     records: list[ResultRecord] = []
     problems: list[str] = []
@@ -59,14 +77,32 @@ def run(args: argparse.Namespace) -> int:
             problems.append(str(exc))
     for problem in problems:
         print(f"cpci upload: skipped {problem}", file=sys.stderr)
-    if not args.results and not args.junit:
-        print("cpci upload: give --results FILE and/or --junit FILE...", file=sys.stderr)
-        return 2
     server = args.server or os.environ.get("CPCI_SERVER")
-    token = args.token or os.environ.get("CPCI_TOKEN")
-    if not server or not token:
-        missing = "--server (or CPCI_SERVER)" if not server else "--token (or CPCI_TOKEN)"
-        print(f"cpci upload: {missing} is required", file=sys.stderr)
+    auth = args.auth or os.environ.get("CPCI_AUTH") or "token"
+    audience = args.oidc_audience or os.environ.get("CPCI_OIDC_AUDIENCE") or "cpci"
+    spool = Spool(Path(args.spool) if args.spool else default_spool_dir())
+    backoff = Backoff(attempts=max(1, args.retries))
+
+    def token() -> str:
+        explicit = args.token or os.environ.get("CPCI_TOKEN")
+        return bearer(auth, token=explicit, audience=audience, environ=os.environ)
+
+    if args.flush:
+        try:
+            receipts, left, rejected = flush(spool, token, backoff=backoff)
+        except CredentialsError as exc:
+            print(f"cpci upload: {exc}", file=sys.stderr)
+            return 2
+        _report_rejected(rejected)
+        print(f"flushed {len(receipts)} spooled upload(s); {left} still in {spool.directory}")
+        return 3 if left else (1 if rejected else 0)
+    if not args.results and not args.junit:
+        print(
+            "cpci upload: give --results FILE and/or --junit FILE... (or --flush)", file=sys.stderr
+        )
+        return 2
+    if not server:
+        print("cpci upload: --server (or CPCI_SERVER) is required", file=sys.stderr)
         return 2
     fields = RunFields(
         repository=args.repository, commit=args.commit, branch=args.branch,
@@ -75,17 +111,43 @@ def run(args: argparse.Namespace) -> int:
     )  # fmt: skip
     try:
         envelope = build_envelope(fields, records, os.environ)
-        receipt = send_envelope(server, token, envelope)
-    except (EnvelopeError, UploadFailed) as exc:
+        delivered = deliver(server, token, envelope, spool=spool, backoff=backoff)
+    except (EnvelopeError, CredentialsError, UploadFailed) as exc:
         print(f"cpci upload: {exc}", file=sys.stderr)
-        return 2 if isinstance(exc, EnvelopeError) else 1
+        return 1 if isinstance(exc, UploadFailed) else 2
+    _report_rejected(delivered.rejected)
     if args.json:
-        print(json.dumps({"receipt": receipt, "skipped": problems}))
+        print(json.dumps({
+            "receipt": delivered.receipt,
+            "spooled": str(delivered.spooled) if delivered.spooled else None,
+            "flushed": delivered.flushed,
+            "still_spooled": delivered.still_spooled,
+            "rejected": delivered.rejected,
+            "skipped": problems,
+        }))  # fmt: skip
+    elif delivered.receipt is None:
+        print(
+            f"cpci upload: SPOOLED to {delivered.spooled}: {delivered.error}. Nothing is lost: "
+            f"`cpci upload --flush` (or the next upload) sends it "
+            f"({delivered.still_spooled} upload(s) waiting)",
+            file=sys.stderr,
+        )
     else:
+        receipt = delivered.receipt
         shards = receipt.get("shards", {})
+        if delivered.flushed:
+            print(f"sent {len(delivered.flushed)} upload(s) waiting in {spool.directory}")
         print(
             f"{receipt['status']}: {receipt['results']} result(s) of {receipt['repository']} run "
             f"{receipt['ci_run_id']} shard {receipt['shard_index']} "
             f"({shards.get('text', '')}); {len(problems)} file(s) skipped"
         )
-    return 1 if problems else 0
+    if delivered.receipt is None:
+        return 3
+    return 1 if problems or delivered.rejected else 0
+
+
+def _report_rejected(rejected: list[str]) -> None:
+    for line in rejected:
+        print(f"cpci upload: the service refused a spooled upload for good, kept in {line}",
+              file=sys.stderr)  # fmt: skip

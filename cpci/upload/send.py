@@ -1,14 +1,28 @@
-"""Sending an envelope to the result service: the one place retries and a spool will go."""
+"""Sending an envelope to the result service, with retries, and a spool when it stays down.
+
+Nothing is lost: a send that cannot get through (no answer, 429, 5xx) after its retries goes to
+the disk spool, and the spool is flushed, oldest first, before every later upload (or by
+`cpci upload --flush`). A refusal that a retry cannot fix (401, 403, 409, 413, 422) is raised at
+once and not spooled. The service's ingest is idempotent, so a resend never duplicates.
+"""
 
 from __future__ import annotations
 
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
 
 from cpci.schema import RunEnvelope
+from cpci.upload.spool import Spool
 
 UPLOAD_PATH = "/api/v1/uploads"
+#: Statuses worth another try: the service (or a proxy in front of it) is overloaded or restarting.
+RETRYABLE = frozenset({408, 429, 500, 502, 503, 504})
 
 
 class UploadFailed(RuntimeError):
@@ -17,6 +31,110 @@ class UploadFailed(RuntimeError):
     def __init__(self, message: str, status: int = 0) -> None:
         super().__init__(message)
         self.status = status
+
+    @property
+    def retryable(self) -> bool:
+        return self.status == 0 or self.status in RETRYABLE
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Exponential backoff with full jitter; `sleep` and `jitter` are injectable for tests."""
+
+    attempts: int = 5
+    base_s: float = 1.0
+    max_s: float = 30.0
+    sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
+    jitter: Callable[[float, float], float] = field(default=random.uniform, repr=False)
+
+    def wait(self, attempt: int) -> None:
+        """Sleep after failed attempt `attempt` (1-based)."""
+        self.sleep(self.jitter(0.0, min(self.max_s, self.base_s * 2 ** (attempt - 1))))
+
+
+@dataclass
+class Delivered:
+    """What one `deliver` did: this upload's receipt (None when spooled) and the spool's state."""
+
+    receipt: dict[str, Any] | None
+    spooled: Path | None = None
+    flushed: list[dict[str, Any]] = field(default_factory=list)
+    still_spooled: int = 0
+    error: str = ""
+    rejected: list[str] = field(default_factory=list)
+
+
+def send_with_retries(
+    server: str,
+    token: str,
+    envelope: RunEnvelope,
+    *,
+    backoff: Backoff,
+    transport: httpx.BaseTransport | None = None,
+) -> dict[str, Any]:
+    for attempt in range(1, backoff.attempts + 1):
+        try:
+            return send_envelope(server, token, envelope, transport=transport)
+        except UploadFailed as exc:
+            if not exc.retryable or attempt == backoff.attempts:
+                raise
+            backoff.wait(attempt)
+    raise AssertionError("unreachable")  # the loop returns or raises
+
+
+def flush(
+    spool: Spool,
+    token: Callable[[], str],
+    *,
+    backoff: Backoff,
+    transport: httpx.BaseTransport | None = None,
+) -> tuple[list[dict[str, Any]], int, list[str]]:
+    """Send what the spool holds, oldest first; stops at the first that still cannot get through.
+
+    Returns the receipts, how many uploads remain spooled, and the uploads the service refused
+    for good (moved to the spool's `rejected/` folder with the reason, never deleted).
+    """
+    receipts: list[dict[str, Any]] = []
+    rejected: list[str] = []
+    pending = spool.pending()
+    for position, item in enumerate(pending):
+        try:
+            receipt = send_with_retries(
+                item.server, token(), item.envelope, backoff=backoff, transport=transport
+            )
+        except UploadFailed as exc:
+            if exc.retryable:
+                return receipts, len(pending) - position, rejected
+            rejected.append(f"{spool.reject(item, str(exc))}: {exc}")
+            continue
+        receipts.append(receipt)
+        spool.done(item)
+    return receipts, 0, rejected
+
+
+def deliver(
+    server: str,
+    token: Callable[[], str],
+    envelope: RunEnvelope,
+    *,
+    spool: Spool,
+    backoff: Backoff,
+    transport: httpx.BaseTransport | None = None,
+) -> Delivered:
+    """Flush the spool, then send `envelope`; spool it if the service cannot take it now."""
+    flushed, left, rejected = flush(spool, token, backoff=backoff, transport=transport)
+    if left:  # the service is still unreachable: do not hammer it with this one too
+        path = spool.put(server, envelope)
+        why = "the service still does not take the uploads spooled before this one"
+        return Delivered(None, path, flushed, left + 1, why, rejected)
+    try:
+        receipt = send_with_retries(server, token(), envelope, backoff=backoff, transport=transport)
+    except UploadFailed as exc:
+        if not exc.retryable:
+            raise
+        path = spool.put(server, envelope)
+        return Delivered(None, path, flushed, len(spool.pending()), str(exc), rejected)
+    return Delivered(receipt, None, flushed, 0, "", rejected)
 
 
 def send_envelope(

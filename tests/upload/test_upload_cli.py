@@ -98,8 +98,14 @@ def test_refused_and_unreachable_uploads_say_why(
             "--commit", SHA, "--ci-run-id", "502"]  # fmt: skip
     assert main([*args, "--server", service.url, "--token", "cpci_wrong"]) == 1
     assert "answered 401" in capsys.readouterr().err
-    assert main([*args, "--server", "http://127.0.0.1:9", "--token", "t"]) == 1
-    assert "no answer from http://127.0.0.1:9" in capsys.readouterr().err
+    spool = tmp_path / "spool"
+    unreachable = ["--server", "http://127.0.0.1:9", "--token", "t", "--retries", "1"]
+    assert main([*args, *unreachable, "--spool", str(spool)]) == 3
+    err = capsys.readouterr().err
+    assert f"SPOOLED to {spool}" in err
+    assert "no answer from http://127.0.0.1:9" in err
+    assert "`cpci upload --flush` (or the next upload) sends it" in err
+    assert len(list(spool.glob("upload-*.json"))) == 1
 
 
 def test_envelope_errors_name_the_flag_and_variable() -> None:
