@@ -130,6 +130,21 @@ def test_rerun_attempt_that_passes_makes_the_config_flaky_not_passed(client: Tes
     assert done["new_failures"] == []
 
 
+def test_a_rerun_of_the_base_run_reaches_reports_already_made(client: TestClient) -> None:
+    """The baseline is read through a cache keyed by shard ids: a new attempt is a new key."""
+    seed_main(client)
+    for shard in pr_shards():
+        upload(client, shard)
+    assert names(report(client)["broken_at_base"]) == [config("broken")]
+    rerun = envelope([record("broken")], commit=sha(MAIN_RUNS), ci_run_id=str(MAIN_RUNS),
+                     ci_attempt=2)  # fmt: skip
+    upload(client, rerun)
+    done = report(client)
+    assert done["broken_at_base"] == []
+    flaky = {entry["config"]: entry["reason"] for entry in done["flaky"]}
+    assert flaky[config("broken")] == "passed and failed at the base commit"
+
+
 def test_untested_base_falls_back_to_a_known_ancestor(client: TestClient) -> None:
     seed_main(client)
     untested = sha(99)

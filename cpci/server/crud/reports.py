@@ -3,6 +3,7 @@
 Head: the newest commit the PR uploaded results for, every CI run on it merged by attempt.
 Baseline: the PR's base commit, or failing that its nearest first-parent ancestor with results.
 Timings are compared with the last few runs of the baseline's branch, not one noisy run.
+Both are read by shard ids through `crud.cache`: every PR on the same base shares them.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from sqlmodel import Session, col, select
 from cpci.server.analysis.report import ReportInputs, build_report, needs_history
 from cpci.server.core.config import Settings
 from cpci.server.core.errors import NotFound
+from cpci.server.crud.cache import shard_cache
 from cpci.server.crud.commits import ancestors
 from cpci.server.crud.common import fetch_rows, one_of
 from cpci.server.crud.flaky import flakiness_policy
@@ -50,7 +52,14 @@ def pull_request_report(
     baseline, base_run = _baseline(
         session, repo, latest.base_commit, settings.ancestor_depth, links
     )
-    base = results_of(session=session, shards=base_run.uploads) if base_run else None
+    base = None
+    if base_run is not None:
+        uploads = base_run.uploads
+        base = shard_cache(session).get(
+            "results",
+            (s.id for s in uploads if s.id is not None),
+            lambda: dict(results_of(session=session, shards=uploads)),
+        )
     failing = [pk for pk, rs in head.items() if needs_history(rs)]
     inputs = ReportInputs(
         repository=repo.name,
@@ -141,15 +150,26 @@ def _base_samples(session: Session, base: MergedRun, count: int) -> dict[int, li
     else:
         query = query.where(Run.commit == run.commit)
     run_ids = session.exec(query.order_by(col(Run.id).desc()).limit(count)).all()
-    out: dict[int, list[float]] = defaultdict(list)
     if not run_ids:
-        return out
+        return {}
     member, values = one_of(session, run_ids)
+    shards = fetch_rows(session, f"SELECT id FROM shard WHERE run_id{member}", values)
+    shard_ids = [pk for (pk,) in shards]
+    return shard_cache(session).get(
+        "passed_durations", shard_ids, lambda: _passed_durations(session, shard_ids)
+    )
+
+
+def _passed_durations(session: Session, shard_ids: list[int]) -> dict[int, list[float]]:
+    if not shard_ids:
+        return {}
+    out: dict[int, list[float]] = defaultdict(list)
+    member, values = one_of(session, shard_ids)
     rows = fetch_rows(
         session,
-        f"SELECT config_id, duration_s FROM result WHERE run_id{member} AND outcome = 'passed'",
+        f"SELECT config_id, duration_s FROM result WHERE shard_id{member} AND outcome = 'passed'",
         values,
     )
     for config_id, duration in rows:
         out[config_id].append(duration)
-    return out
+    return dict(out)  # shared through the cache: a defaultdict would grow on lookups
