@@ -21,7 +21,7 @@ from cpci.server.crud.runs import MergedRun, config_keys, merge_runs
 from cpci.server.links import Links
 from cpci.server.models import Repository, Result, Run, as_utc
 from cpci.server.ui import urls
-from cpci.server.ui.digests import DigestCache
+from cpci.server.ui.digests import DigestCache, repository_version
 from cpci.server.ui.models import (
     Dashboard,
     FlakyRow,
@@ -97,11 +97,17 @@ def build_dashboard(
                 page_url=urls.run(repo.name, m.latest.ci_run_id),
             )
         )
+    assert repo.id is not None
+    version = repository_version(session=session, repo_id=repo.id)
+    flaky = cache.remember(
+        ("flaky", repo.id, branch, settings.flaky_window), version,
+        lambda: _flaky(session, repo, failed_in, settings, links),
+    )  # fmt: skip
     return Dashboard(
         repository=repo.name,
         branch=branch,
         runs=rows,
-        flaky=_flaky(session, repo, failed_in, settings, links),
+        flaky=flaky,
         slowest=_slowest(session, repo, merged[0]) if merged else [],
         pulls=_pulls(session, repo, cache),
     )

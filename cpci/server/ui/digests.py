@@ -9,18 +9,22 @@ from __future__ import annotations
 
 import threading
 from collections import Counter, OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
-from sqlmodel import Session, col
+from sqlmodel import Session, col, func, select
 
 from cpci.schema import FAILING_OUTCOMES
 from cpci.server.analysis.observations import PASSING_OUTCOMES
 from cpci.server.crud.common import chunks
-from cpci.server.models import Result
+from cpci.server.models import Result, Run, Shard
 
 MAX_SHARDS = 20_000
+MAX_KEYS = 256
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -54,13 +58,43 @@ def pass_rate(outcomes: dict[str, int]) -> float | None:
     return passes / (passes + failures) if passes + failures else None
 
 
+def repository_version(*, session: Session, repo_id: int) -> int:
+    """The newest shard id of a repository: its results change only when this does."""
+    newest = session.exec(
+        select(func.max(Shard.id))
+        .join(Run, col(Shard.run_id) == Run.id)
+        .where(Run.repository_id == repo_id)
+    ).one()
+    return int(newest or 0)
+
+
 class DigestCache:
-    """Shard id -> digest, least recently used dropped first; safe across request threads."""
+    """Shard id -> digest, least recently used dropped first; safe across request threads.
+
+    Also remembers derived values per key at a repository version (`remember`), for work
+    like the flakiness of recent failures that only a new upload can change.
+    """
 
     def __init__(self, max_shards: int = MAX_SHARDS) -> None:
         self._max = max_shards
         self._items: OrderedDict[int, ShardDigest] = OrderedDict()
+        self._derived: OrderedDict[Hashable, tuple[int, Any]] = OrderedDict()
         self._lock = threading.Lock()
+
+    def remember(self, key: Hashable, version: int, compute: Callable[[], T]) -> T:
+        """`compute()`'s value for `key`, recomputed only when `version` changed."""
+        with self._lock:
+            known = self._derived.get(key)
+        if known is not None and known[0] == version:
+            value: T = known[1]
+            return value
+        value = compute()
+        with self._lock:
+            self._derived[key] = (version, value)
+            self._derived.move_to_end(key)
+            while len(self._derived) > MAX_KEYS:
+                self._derived.popitem(last=False)
+        return value
 
     def tally(self, *, session: Session, shard_ids: Iterable[int]) -> Tally:
         digests = self.digests(session=session, shard_ids=shard_ids)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fastapi.testclient import TestClient
-from service_builders import envelope, record
+from service_builders import config, envelope, record
 from ui_seed import (
     A2A,
     LATEST_RUN,
@@ -16,6 +16,7 @@ from ui_seed import (
     RING_FAILED_COMMITS,
     XSS,
     XSS_CONFIG,
+    main_run,
     seed,
 )
 
@@ -109,3 +110,21 @@ def test_ui_errors_are_pages_and_api_errors_stay_json(client: TestClient) -> Non
     assert (api.status_code, api.json()["code"]) == (404, "not_found")
     assert client.get("/ui/static/ui.css").headers["content-type"].startswith("text/css")
     assert XSS not in client.get("/ui/").text
+
+
+def test_dashboard_sees_a_new_upload_at_once(client: TestClient) -> None:
+    seed(client)
+    before = client.get(f"{API}/dashboard").json()
+    assert config("p2p") not in {f["config"] for f in before["flaky"]}
+    # p2p fails on a commit and environment where it passed: direct evidence of flakiness.
+    rerun = main_run(MAIN_RUNS)[0]
+    rerun["ci_run_id"] = "3000"
+    for result in rerun["results"]:
+        if result["nodeid"].endswith("[p2p]"):
+            result.update(
+                outcome="failed", rank_errors=[{"rank": 0, "phase": "call", "message": "x"}]
+            )
+    assert client.post("/api/v1/uploads", json={**rerun, "shard_total": 1}).status_code == 201
+    after = client.get(f"{API}/dashboard").json()
+    assert after["runs"][0]["run"]["ci_run_id"] == "3000"
+    assert config("p2p") in {f["config"] for f in after["flaky"]}
