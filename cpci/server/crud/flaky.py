@@ -3,6 +3,8 @@ by `analysis.flakiness`, earns the label (with its evidence)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sqlmodel import Session, col, select
 
 from cpci.schema import FAILING_OUTCOMES
@@ -46,17 +48,33 @@ def flaky_configs(
             ).all()
         )
     chosen = sorted(candidates)[:MAX_CANDIDATES]
+    found = assess_configs(
+        session=session, repo=repo, config_ids=chosen, settings=settings, links=links
+    )
+    return FlakyList(repository=repo.name, window_runs=window_runs, configs=found)
+
+
+def assess_configs(
+    *,
+    session: Session,
+    repo: Repository,
+    config_ids: Sequence[int],
+    settings: Settings,
+    links: Links,
+) -> list[FlakyConfig]:
+    """The flaky ones among `config_ids`, with evidence, strongest first (also the web UI's
+    dashboard, which picks its candidates from the failures of its branch's recent runs)."""
     histories = observations(
         session=session,
         repo_name=repo.name,
-        config_ids=chosen,
+        config_ids=config_ids,
         window=settings.flaky_window,
         links=links,
     )
     policy = flakiness_policy(settings)
-    keys = config_keys(session=session, ids=chosen)
+    keys = config_keys(session=session, ids=config_ids)
     found = []
-    for pk in chosen:
+    for pk in config_ids:
         assessment = assess_flakiness(histories.get(pk, []), policy)
         if assessment.flaky:
             found.append(
@@ -68,4 +86,4 @@ def flaky_configs(
                 )
             )
     found.sort(key=lambda f: (-len(f.assessment.same_commit), -f.assessment.lower_bound))
-    return FlakyList(repository=repo.name, window_runs=window_runs, configs=found)
+    return found

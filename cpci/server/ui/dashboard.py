@@ -13,10 +13,8 @@ from collections.abc import Sequence
 
 from sqlmodel import Session, col, func, select
 
-from cpci.server.analysis.flakiness import assess_flakiness
 from cpci.server.core.config import Settings
-from cpci.server.crud.flaky import flakiness_policy
-from cpci.server.crud.history import observations
+from cpci.server.crud.flaky import assess_configs
 from cpci.server.crud.runs import MergedRun, config_keys, merge_runs
 from cpci.server.links import Links
 from cpci.server.models import Repository, Result, Run, as_utc
@@ -117,33 +115,22 @@ def _flaky(
     session: Session, repo: Repository, failed_in: Counter[int], settings: Settings, links: Links
 ) -> list[FlakyRow]:
     chosen = [pk for pk, _ in failed_in.most_common(FLAKY_CANDIDATES)]
-    histories = observations(
-        session=session,
-        repo_name=repo.name,
-        config_ids=chosen,
-        window=settings.flaky_window,
-        links=links,
+    found = assess_configs(
+        session=session, repo=repo, config_ids=chosen, settings=settings, links=links
     )
-    policy = flakiness_policy(settings)
-    keys = config_keys(session=session, ids=chosen)
-    found = []
-    for pk in chosen:
-        a = assess_flakiness(histories.get(pk, []), policy)
-        if a.flaky:
-            found.append(
-                FlakyRow(
-                    config=keys[pk],
-                    score=a.lower_bound,
-                    flip_rate=a.flip_rate,
-                    runs=a.runs,
-                    failures=a.failures,
-                    same_commit=len(a.same_commit),
-                    reason=a.reason,
-                    page_url=urls.config(repo.name, keys[pk]),
-                )
-            )
-    found.sort(key=lambda f: (-f.same_commit, -f.score, f.config))
-    return found[:TOP]
+    return [
+        FlakyRow(
+            config=f.config,
+            score=f.assessment.lower_bound,
+            flip_rate=f.assessment.flip_rate,
+            runs=f.assessment.runs,
+            failures=f.assessment.failures,
+            same_commit=len(f.assessment.same_commit),
+            reason=f.assessment.reason,
+            page_url=urls.config(repo.name, f.config),
+        )
+        for f in found[:TOP]
+    ]
 
 
 def _slowest(session: Session, repo: Repository, newest: MergedRun) -> list[SlowRow]:
