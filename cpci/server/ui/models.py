@@ -11,8 +11,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from cpci.github.consistency import ConsistencyResult
 from cpci.server.models import EnvironmentPublic
-from cpci.server.reports import RunRef, ShardProgress
+from cpci.server.reports import PullRequestReport, RunRef, ShardProgress
 
 
 class RunRow(BaseModel):
@@ -178,3 +179,10 @@ class RunDetail(BaseModel):
     outcome_filter: list[str]
     query: str
     sort: Sort
+
+
+class PullPage(BaseModel):
+    report: PullRequestReport
+    consistency: ConsistencyResult | None = Field(
+        description="file-consistency findings the GitHub bot last published; null if none"
+    )

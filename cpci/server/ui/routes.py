@@ -14,7 +14,6 @@ from sqlmodel import select
 
 from cpci.schema import Outcome
 from cpci.server.api.deps import LinksDep, ReadableRepoDep, SessionDep, SettingsDep
-from cpci.server.crud.reports import pull_request_report
 from cpci.server.models import Repository
 from cpci.server.reports import ATTENTION
 from cpci.server.ui import plots, urls
@@ -22,6 +21,7 @@ from cpci.server.ui.config_page import config_overview
 from cpci.server.ui.dashboard import build_dashboard
 from cpci.server.ui.deps import DigestsDep
 from cpci.server.ui.models import Sort
+from cpci.server.ui.pull_page import pull_page
 from cpci.server.ui.run_page import run_detail
 from cpci.server.ui.templating import make_templates
 
@@ -89,12 +89,13 @@ def pull(
     request: Request, repository: ReadableRepoDep, session: SessionDep, settings: SettingsDep,
     links: LinksDep, number: int,
 ) -> HTMLResponse:  # fmt: skip
-    report = pull_request_report(
+    model = pull_page(
         session=session, repo=repository, number=number, settings=settings, links=links
     )
+    report = model.report
     sections = [(name, getattr(report, _FIELD.get(name, name))) for name in ATTENTION]
     return render(
-        request, "pull.html", page=report, sections=sections, findings=None,
+        request, "pull.html", page=report, sections=sections, consistency=model.consistency,
         json_url=urls.api_pull(repository.name, number),
     )  # fmt: skip
 

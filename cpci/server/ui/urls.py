@@ -56,4 +56,4 @@ def api_run(repository: str, ci_run_id: str) -> str:
 
 
 def api_pull(repository: str, number: int) -> str:
-    return f"{API_PREFIX}/repos/{_repo(repository)}/pulls/{number}/report"
+    return f"{API_PREFIX}/repos/{_repo(repository)}/pulls/{number}/page"

@@ -79,7 +79,7 @@ def test_navigate_dashboard_config_run_pull(page: Any, service: str, artifacts: 
     assert new.count() == len(PR_FAILS)
     assert "[p2p]" in new.last.inner_text()  # sorted by config id: `<` before `p`
     assert "<i>p2p</i> mismatch" in new.last.inner_text()
-    assert "does not store file-consistency findings" in page.inner_text("#consistency-h + *")
+    assert "No file-consistency check stored" in page.inner_text("#consistency-h + *")
     shot(page, artifacts, "4-pull")
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from fastapi.testclient import TestClient
 from service_builders import config, envelope, record
+from sqlalchemy import Engine
+from sqlmodel import Session
 from ui_seed import (
     A2A,
     LATEST_RUN,
@@ -19,6 +21,10 @@ from ui_seed import (
     main_run,
     seed,
 )
+
+from cpci.github.bot import PullState
+from cpci.github.consistency import ConsistencyResult, Finding
+from cpci.server.crud.github import save_pull_state
 
 API = f"/api/v1/repos/{REPO}"
 
@@ -128,3 +134,26 @@ def test_dashboard_sees_a_new_upload_at_once(client: TestClient) -> None:
     after = client.get(f"{API}/dashboard").json()
     assert after["runs"][0]["run"]["ci_run_id"] == "3000"
     assert config("p2p") in {f["config"] for f in after["flaky"]}
+
+
+def test_pull_page_shows_the_stored_consistency_findings(
+    client: TestClient, engine: Engine
+) -> None:
+    seed(client)
+    finding = Finding(
+        rule="dtensor-pair", level="fail", severity="fail", message="keep <em>both</em> in step",
+        changed=["workers/v2.py"], unchanged=["workers/v1.py"], files=["workers/v2.py"],
+        acknowledged=False,
+    )  # fmt: skip
+    twin = f"{API}/pulls/{PR}/page"
+    assert client.get(twin).json()["consistency"] is None
+    with Session(engine) as session:
+        state = PullState("c" * 40, 1, 2, ConsistencyResult(rules=1, files=3, findings=[finding]))
+        save_pull_state(session=session, repository=REPO, number=PR, state=state)
+        session.commit()
+    data = client.get(twin).json()
+    assert data["consistency"]["findings"][0]["rule"] == "dtensor-pair"
+    assert data["report"]["pull_request"] == PR
+    html = client.get(f"/ui/{REPO}/pulls/{PR}").text
+    assert "workers/v1.py" in html
+    assert "keep &lt;em&gt;both&lt;/em&gt; in step" in html

@@ -1,6 +1,6 @@
 """JSON twins of the web UI's pages: the same read models the HTML renders.
 
-The PR page's twin is the PR report itself (`/pulls/{number}/report`).
+The PR page's twin is the PR report with the stored file-consistency findings.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from cpci.server.links import API_PREFIX
 from cpci.server.ui.config_page import config_overview
 from cpci.server.ui.dashboard import build_dashboard
 from cpci.server.ui.deps import DigestsDep
-from cpci.server.ui.models import ConfigOverview, Dashboard, RunDetail, Sort
+from cpci.server.ui.models import ConfigOverview, Dashboard, PullPage, RunDetail, Sort
+from cpci.server.ui.pull_page import pull_page
 from cpci.server.ui.run_page import PER_PAGE, run_detail
 
 router = APIRouter(prefix=API_PREFIX + "/repos/{owner}/{repo}", tags=["pages"])
@@ -53,3 +54,13 @@ def run(
         session=session, repo=repository, ci_run_id=ci_run_id, links=links, outcomes=outcome,
         query=q, sort=sort, page=page, per_page=per_page,
     )  # fmt: skip
+
+
+@router.get("/pulls/{number}/page", summary="The PR report and its file-consistency findings")
+def pull(
+    repository: ReadableRepoDep, session: SessionDep, settings: SettingsDep, links: LinksDep,
+    number: int,
+) -> PullPage:  # fmt: skip
+    return pull_page(
+        session=session, repo=repository, number=number, settings=settings, links=links
+    )
