@@ -9,13 +9,13 @@ merge commit GitHub made, so the PR's head and base commits are read from the pa
 from __future__ import annotations
 
 import json
-import platform
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cpci.schema import Environment, ResultRecord, RunEnvelope
+from cpci.schema import ResultRecord, RunEnvelope
+from cpci.upload.environment import detect
 
 SHARD = re.compile(r"(\d+)/(\d+)")
 
@@ -42,7 +42,7 @@ class RunFields:
 def build_envelope(
     fields: RunFields, results: Sequence[ResultRecord], env: Mapping[str, str]
 ) -> RunEnvelope:
-    event = _pull_request_event(env)
+    event = pull_request_event(env)
     head = event.get("head", {}) if event else {}
     base = event.get("base", {}) if event else {}
     index, total = _shard(fields.shard or env.get("CPCI_SHARD"))
@@ -61,7 +61,7 @@ def build_envelope(
         "shard_index": index,
         "shard_total": total,
         "runner_name": fields.runner_name or env.get("RUNNER_NAME") or None,
-        "environment": Environment(python=platform.python_version(), platform=platform.platform()),
+        "environment": detect(results),
         "results": list(results),
     }  # fmt: skip
     try:
@@ -95,7 +95,8 @@ def _shard(value: str | None) -> tuple[int, int]:
     return int(match.group(1)), int(match.group(2))
 
 
-def _pull_request_event(env: Mapping[str, str]) -> dict[str, Any] | None:
+def pull_request_event(env: Mapping[str, str]) -> dict[str, Any] | None:
+    """The `pull_request` object of the triggering event, None outside pull_request events."""
     if not env.get("GITHUB_EVENT_NAME", "").startswith("pull_request"):
         return None
     path = env.get("GITHUB_EVENT_PATH")
