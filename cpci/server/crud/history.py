@@ -6,6 +6,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
+import sqlalchemy as sa
 from sqlalchemy import func
 from sqlmodel import Session, col, select
 
@@ -32,33 +33,39 @@ def config_history(
     ).first()
     if config is None or config.id is None:
         raise NotFound(f"no config {key!r} in {repo.name}; config ids look like NODEID@WORLD_SIZE")
+    # Named columns, not entities: a page is read on every click of the UI and by bots.
     query = (
-        select(Result, Run, Shard.uploaded_at)
+        sa.select(
+            col(Result.id), col(Result.outcome), col(Result.duration_s), col(Result.attempt),
+            col(Result.flaky), col(Result.metrics), col(Result.rank_errors),
+            col(Result.environment_id), col(Run.ci_run_id), col(Run.ci_attempt), col(Run.commit),
+            col(Run.pull_request), col(Run.branch), col(Shard.uploaded_at),
+        )
         .join(Run, col(Result.run_id) == Run.id)
         .join(Shard, col(Result.shard_id) == Shard.id)
-        .where(Result.config_id == config.id)
+        .where(col(Result.config_id) == config.id)
         .order_by(col(Result.id).desc())
         .limit(limit + 1)
-    )
+    )  # fmt: skip
     if before is not None:
         query = query.where(col(Result.id) < before)
-    rows = session.exec(query).all()
+    rows = session.connection().execute(query).all()
     entries = [
         HistoryEntry(
-            result_id=result.id or 0,
-            outcome=result.outcome,
-            duration_s=result.duration_s,
-            attempt=result.attempt,
-            flaky=result.flaky,
-            metrics=result.metrics or {},
-            rank_errors=result.rank_errors or [],
-            environment_id=result.environment_id,
-            run=_link(run, repo.name, links),
-            pull_request=run.pull_request,
-            branch=run.branch,
-            uploaded_at=as_utc(uploaded_at),
+            result_id=row.id,
+            outcome=row.outcome,
+            duration_s=row.duration_s,
+            attempt=row.attempt,
+            flaky=row.flaky,
+            metrics=row.metrics or {},
+            rank_errors=row.rank_errors or [],
+            environment_id=row.environment_id,
+            run=_link(row, repo.name, links),
+            pull_request=row.pull_request,
+            branch=row.branch,
+            uploaded_at=as_utc(row.uploaded_at),
         )
-        for result, run, uploaded_at in rows[:limit]
+        for row in rows[:limit]
     ]
     more = len(rows) > limit
     return HistoryPage(
@@ -95,30 +102,35 @@ def observations(
             )
         sub = ranked.subquery()
         query = (
-            select(Result, Run)
+            sa.select(
+                col(Result.config_id), col(Result.environment_id), col(Result.outcome),
+                col(Result.flaky), col(Run.id), col(Run.ci_run_id), col(Run.ci_attempt),
+                col(Run.commit), col(Run.pull_request),
+            )
             .join(sub, col(Result.id) == sub.c.rid)
             .join(Run, col(Result.run_id) == Run.id)
             .where(sub.c.rn <= window)
             .order_by(col(Result.id))
-        )
-        for result, run in session.exec(query):
-            out[result.config_id].append(
+        )  # fmt: skip
+        for row in session.connection().execute(query):
+            out[row.config_id].append(
                 Observation(
-                    run=_link(run, repo_name, links),
-                    run_id=run.id or 0,
-                    environment_id=result.environment_id,
-                    outcome=result.outcome,
-                    flaky=result.flaky,
-                    on_pull_request=run.pull_request is not None,
+                    run=_link(row, repo_name, links),
+                    run_id=row.id,
+                    environment_id=row.environment_id,
+                    outcome=row.outcome,
+                    flaky=row.flaky,
+                    on_pull_request=row.pull_request is not None,
                 )
             )
     return out
 
 
-def _link(run: Run, repo_name: str, links: Links) -> RunLink:
+def _link(row: Any, repo_name: str, links: Links) -> RunLink:
+    """The run of a history row (its `ci_run_id`, `ci_attempt` and `commit` columns)."""
     return RunLink(
-        ci_run_id=run.ci_run_id,
-        ci_attempt=run.ci_attempt,
-        commit=run.commit,
-        url=links.run(repo_name, run.ci_run_id, run.ci_attempt),
+        ci_run_id=row.ci_run_id,
+        ci_attempt=row.ci_attempt,
+        commit=row.commit,
+        url=links.run(repo_name, row.ci_run_id, row.ci_attempt),
     )
