@@ -84,10 +84,10 @@ def refresh(
         client, repo, number, body, mode=settings.comment_mode, bot_login=settings.bot_login,
         known_id=previous.comment_id if previous else None,
     )  # fmt: skip
+    from cpci.server.ui import urls
+
     details = (
-        f"{settings.service_url.rstrip('/')}/api/v1/repos/{repo}/pulls/{number}/report"
-        if settings.service_url
-        else None
+        settings.service_url.rstrip("/") + urls.pull(repo, number) if settings.service_url else None
     )
     fields = check_run_fields(
         report, consistency, head_sha=pull.head_sha, fail_on=settings.fail_on,

@@ -239,4 +239,6 @@ def _full_report_url(
     pr = report.pull_request if report else number
     if not repo or not pr:
         return None
-    return f"{options.service_url.rstrip('/')}/api/v1/repos/{repo}/pulls/{pr}/report"
+    from cpci.server.ui import urls
+
+    return options.service_url.rstrip("/") + urls.pull(repo, pr)

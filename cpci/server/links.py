@@ -20,4 +20,7 @@ class Links:
         return f"{API_PREFIX}/repos/{repository}/runs/{quote(ci_run_id, safe='')}"
 
     def history(self, repository: str, config: str) -> str:
-        return f"{API_PREFIX}/repos/{repository}/history?config={quote(config, safe='')}"
+        """The config's page in the web UI: what a person following a link wants to see."""
+        from cpci.server.ui import urls  # ui.urls imports this module
+
+        return urls.config(repository, config)

@@ -133,7 +133,7 @@ def test_huge_report_fits_githubs_limit_with_a_link_to_the_rest() -> None:
     assert len(body) <= COMMENT_LIMIT
     assert "5,000" in body
     assert (
-        "more in the [full report](https://cpci.example.com/api/v1/repos/acme/attn/pulls/42/report)"
+        "more in the [full report](https://cpci.example.com/ui/acme/attn/pulls/42)"
         in body
     )
 

@@ -111,8 +111,12 @@ def test_pr_report_is_pending_until_every_shard_is_in_then_gives_verdicts(
         "by_verdict": {"broken_at_base": 1, "fixed": 1, "flaky": 1, "infra": 1,
                        "new_failure": 1, "no_baseline": 1, "passed": 2},
     }  # fmt: skip
-    history = client.get(done["new_failures"][0]["history_url"])
-    assert history.status_code == 200
+    # The link people follow is the config's page in the UI; its history is the JSON twin.
+    page = client.get(done["new_failures"][0]["history_url"])
+    assert page.status_code == 200
+    assert page.headers["content-type"].startswith("text/html")
+    key = done["new_failures"][0]["config"]
+    history = client.get(f"/api/v1/repos/{REPO}/history", params={"config": key})
     assert history.json()["entries"][0]["outcome"] == "failed"
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from fastapi import APIRouter, Request, Response
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
@@ -22,6 +22,7 @@ from cpci.server.crud.runs import merge_runs
 from cpci.server.links import Links
 from cpci.server.models import Run
 from cpci.server.reports import ShardProgress
+from cpci.server.ui import urls
 
 router = APIRouter(prefix="/uploads", tags=["uploads"])
 
@@ -45,6 +46,7 @@ class UploadReceipt(BaseModel):
     results: int
     shards: ShardProgress
     run_api_url: str
+    run_url: str = Field(description="the run's page in the web UI (relative to the service)")
 
 
 @router.post(
@@ -121,4 +123,5 @@ def _receipt(
         results=done.results,
         shards=merged.progress,
         run_api_url=links.api_run(envelope.repository, envelope.ci_run_id),
+        run_url=urls.run(envelope.repository, envelope.ci_run_id),
     )
