@@ -132,10 +132,7 @@ def test_huge_report_fits_githubs_limit_with_a_link_to_the_rest() -> None:
     body = render(report(new_failures=many), None, OPTIONS)
     assert len(body) <= COMMENT_LIMIT
     assert "5,000" in body
-    assert (
-        "more in the [full report](https://cpci.example.com/ui/acme/attn/pulls/42)"
-        in body
-    )
+    assert "more in the [full report](https://cpci.example.com/ui/acme/attn/pulls/42)" in body
 
 
 def test_upsert_creates_then_edits_then_writes_nothing(
