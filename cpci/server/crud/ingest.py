@@ -80,16 +80,17 @@ def ingest_shard(*, session: Session, envelope: RunEnvelope, digest: str) -> Ing
     assert shard.id is not None
     keys = [r.config_id for r in envelope.results]
     config_ids = _ensure_configs(session=session, repo_id=repo_id, envelope=envelope, keys=keys)
+    run_id, shard_id = run.id, shard.id  # plain ints: ORM attributes cost per access
     rows = [
         (
-            run.id, shard.id, config_ids[key], env_id, r.outcome, r.duration_s, r.attempt,
+            run_id, shard_id, config_ids[key], env_id, r.outcome, r.duration_s, r.attempt,
             r.flaky, r.isolation, json_text(r.rank_errors), json_text(r.metrics),
             json_text(r.batch),
         )
         for key, r in zip(keys, envelope.results, strict=True)
     ]  # fmt: skip
     bulk_insert(session=session, model=Result, columns=RESULT_COLUMNS, rows=rows)
-    return Ingested("stored", run.id, shard.id, len(rows))
+    return Ingested("stored", run_id, shard_id, len(rows))
 
 
 def _ensure_run(*, session: Session, repo_id: int, envelope: RunEnvelope) -> Run:
