@@ -178,3 +178,32 @@ def test_concurrent_shards_of_a_new_run_are_all_stored(client: TestClient, engin
     assert counts(engine) == {"Run": 1, "Shard": total, "Config": total + 1, "Result": 2 * total}
     runs = client.get(f"/api/v1/repos/{REPO}/runs/100").json()
     assert runs["run"]["shards"]["text"] == f"{total}/{total} shards reported"
+
+
+def test_awkward_text_survives_the_bulk_paths(client: TestClient, engine: Engine) -> None:
+    """Tabs, newlines, backslashes, quotes and non-ASCII go through COPY and executemany."""
+    detail = 'Traceback:\n\tFile "a\\b.py", line 1\r\n  ✗ max |Δ| = 3e-2\x7f \\N \\.'
+    errors = [{"rank": 1, "phase": "call", "message": "boom\tbad", "detail": detail}]
+    body = envelope(
+        [
+            record("odd", "failed", rank_errors=errors, params={"name": "a'b\"c\\d\n"},
+                   metrics={"ε": 1.5}, batch={"index": 0, "world": 1, "size": 2}),
+            record("plain"),
+        ]
+    )  # fmt: skip
+    upload(client, body)
+    with Session(engine) as session:
+        rows = session.exec(select(Result).order_by(Result.id)).all()  # type: ignore[arg-type]
+        assert rows[0].rank_errors == errors
+        assert rows[0].metrics == {"ε": 1.5}
+        assert rows[0].batch == {"index": 0, "world": 1, "size": 2}
+        assert (rows[1].rank_errors, rows[1].metrics, rows[1].batch) == (None, None, None)
+        config = session.exec(select(Config).where(Config.id == rows[0].config_id)).one()
+        assert config.params == {"name": "a'b\"c\\d\n"}
+    assert upload(client, body, expect=200)["status"] == "duplicate"
+
+
+def test_a_shard_without_results_is_stored(client: TestClient, engine: Engine) -> None:
+    receipt = upload(client, envelope([], shard_total=2))
+    assert (receipt["status"], receipt["results"]) == ("stored", 0)
+    assert counts(engine) == {"Run": 1, "Shard": 1, "Config": 0, "Result": 0}
