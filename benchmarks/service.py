@@ -272,11 +272,16 @@ def bench_pr_report(base: str, token_repo: str) -> None:
                 response = http.post("/api/v1/uploads", content=body)
                 assert response.status_code == 201, response.text
         path = "/api/v1/repos/bench/pr/pulls/42/report"
+        start = time.perf_counter()
         report = http.get(path).json()
+        first = (time.perf_counter() - start) * 1000
         times = timed(http, path, 10)
+    # The first request reads the baseline; later ones find it cached, as every PR on the
+    # same base and every upload to it does.
     print(
-        f"PR report ({PR_CONFIGS:,} configs, {BASE_RUNS} base runs): p50 {pct(times, 50):.0f} ms, "
-        f"max {max(times):.0f} ms (target <= 300 ms); {report['summary'][:80]}"
+        f"PR report ({PR_CONFIGS:,} configs, {BASE_RUNS} base runs): first {first:.0f} ms, "
+        f"then p50 {pct(times, 50):.0f} ms, max {max(times):.0f} ms (target <= 300 ms); "
+        f"{report['summary'][:80]}"
     )
 
 
