@@ -37,6 +37,7 @@ class ActionSettings(BaseModel):
     pytest_args: str = ""
     fail_on: Literal["new-failures", "any-failure", "never"] = "new-failures"
     comment: Literal["edit", "new-on-regression", "off"] = "edit"
+    pull_request: int | None = Field(default=None, ge=1)
     github_token: str = Field(default="", repr=False)
     python: str = "python3"
     results: str = "cpci-results.jsonl"

@@ -26,9 +26,18 @@ MAX_ANNOTATIONS = 10
 @dataclass(frozen=True)
 class SuiteOutcome:
     pytest_exit: int
-    records: list[ResultRecord]  # the final record per config
-    attempts: int  # records in the file, reruns included
+    all_records: list[ResultRecord]  # every attempt, as the results file has them
     locations: dict[str, tuple[str, int]]  # nodeid -> (file, line) from the JUnit report
+
+    @property
+    def records(self) -> list[ResultRecord]:
+        """The final record per config (a rerun replaces the first attempt)."""
+        final = {r.config_id: r for r in self.all_records}
+        return list(final.values())
+
+    @property
+    def attempts(self) -> int:
+        return len(self.all_records)
 
     @property
     def failing(self) -> list[ResultRecord]:
@@ -63,12 +72,7 @@ def run_suite(settings: ActionSettings, cwd: Path | None = None) -> SuiteOutcome
     base = cwd or Path.cwd()
     results = base / settings.results
     records = read_results(str(results)) if results.exists() else []
-    final: dict[str, ResultRecord] = {}
-    for record in records:
-        final[record.config_id] = record  # later attempts replace earlier ones
-    return SuiteOutcome(
-        code, list(final.values()), len(records), _locations(base / f"{settings.results}.junit.xml")
-    )
+    return SuiteOutcome(code, records, _locations(base / f"{settings.results}.junit.xml"))
 
 
 def _locations(junit: Path) -> dict[str, tuple[str, int]]:

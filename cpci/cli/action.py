@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cpci.action.settings import ActionSettings
+    from cpci.action.suite import SuiteOutcome
 
 
 def register(sub: Any) -> None:
@@ -19,28 +22,34 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cpci.action import ActionSettings
-    from cpci.action.settings import ActionSettingsError
+    from cpci.action.settings import ActionSettings, ActionSettingsError
 
     try:
         settings = ActionSettings.from_env()
     except ActionSettingsError as exc:
-        print(f"::error title=cpci action::{exc}", file=sys.stdout)
+        print(f"::error title=cpci action::{exc}", flush=True)
         return 2
-    if settings.mode == "test":
-        return _test(settings)
-    print("::error title=cpci action::report mode is not available in this version", flush=True)
-    return 2
+    return _test(settings) if settings.mode == "test" else _report(settings)
 
 
-def _test(settings: Any) -> int:
+def _token_source(settings: ActionSettings) -> Any:
+    from cpci.upload.credentials import bearer
+
+    def token() -> str:
+        return bearer(settings.auth, token=settings.token, audience=settings.oidc_audience,
+                      environ=os.environ)  # fmt: skip
+
+    return token
+
+
+def _test(settings: ActionSettings) -> int:
     from cpci.action.suite import failure_annotations, run_suite, summary
     from cpci.action.workflow_commands import write_outputs, write_summary
 
     outcome = run_suite(settings)
     for line in failure_annotations(outcome):
         print(line, flush=True)
-    report_url = ""
+    report_url = _upload(settings, outcome) if settings.server_url and outcome.records else ""
     write_summary(os.environ.get("GITHUB_STEP_SUMMARY"), summary(outcome, settings, report_url))
     counts = outcome.counts()
     write_outputs(
@@ -52,3 +61,50 @@ def _test(settings: Any) -> int:
     if settings.fail_on == "any-failure" and counts["failed"]:
         return 1
     return 0
+
+
+def _upload(settings: ActionSettings, outcome: SuiteOutcome) -> str:
+    """Upload the shard; a service that is down never fails the shard: the upload is spooled."""
+    from cpci.upload.credentials import CredentialsError
+    from cpci.upload.envelope import EnvelopeError, RunFields, build_envelope
+    from cpci.upload.send import Backoff, UploadFailed, deliver
+    from cpci.upload.spool import Spool, default_spool_dir
+
+    fields = RunFields(shard=f"{settings.shard_index}/{settings.shard_total}")
+    try:
+        envelope = build_envelope(fields, outcome.all_records, os.environ)
+        done = deliver(settings.server_url, _token_source(settings), envelope,
+                       spool=Spool(default_spool_dir()), backoff=Backoff())  # fmt: skip
+    except (EnvelopeError, CredentialsError, UploadFailed) as exc:
+        print(f"::error title=cpci upload::{exc}", flush=True)
+        return ""
+    if done.receipt is None:
+        print(f"::warning title=cpci upload::the service did not take the upload "
+              f"({done.error}); it waits in {done.spooled} and the next upload on this runner "
+              "sends it (the results file is also kept as an artifact)", flush=True)  # fmt: skip
+        return ""
+    receipt = done.receipt
+    print(f"cpci: uploaded {receipt['results']} result(s), {receipt['shards']['text']}")
+    return str(settings.server_url.rstrip("/") + receipt["run_url"])
+
+
+def _report(settings: ActionSettings) -> int:
+    from cpci.action.report import ReportError, exit_code, run_report
+    from cpci.action.workflow_commands import write_outputs, write_summary
+    from cpci.github.errors import GitHubError
+    from cpci.upload.credentials import CredentialsError
+
+    try:
+        read_token = (
+            _token_source(settings)() if settings.token or settings.auth == "oidc" else None
+        )
+        verdict, page = run_report(settings, os.environ, read_token)
+    except (ReportError, GitHubError, CredentialsError) as exc:
+        print(f"::error title=cpci report::{exc}", flush=True)
+        return 2
+    write_summary(
+        os.environ.get("GITHUB_STEP_SUMMARY"), f"cpci: **{verdict}** · [report]({page})\n"
+    )
+    write_outputs(os.environ.get("GITHUB_OUTPUT"), {"report-url": page})
+    print(f"cpci: {verdict}; {page}")
+    return exit_code(verdict)

@@ -30,7 +30,8 @@ def test_defaults_agree_with_action_yml() -> None:
         field = name.replace("-", "_")
         if "${{" in str(spec["default"]):
             continue  # filled in by GitHub (github.token)
-        assert str(getattr(defaults, field)) == str(spec["default"]), name
+        value = getattr(defaults, field)
+        assert ("" if value is None else str(value)) == str(spec["default"]), name
 
 
 def test_readme_documents_every_input_and_output() -> None:
