@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import statistics
+
 import pytest
 
 from cpci.server.analysis.flakiness import FlakinessAssessment
 from cpci.server.analysis.infra import infra_signature
-from cpci.server.analysis.shifts import DURATION_POLICY, METRIC_POLICY, robust_shift
+from cpci.server.analysis.shifts import DURATION_POLICY, METRIC_POLICY, median, robust_shift
 from cpci.server.analysis.verdicts import ResultView, decide
 
 P, F = ResultView("passed"), ResultView("failed", messages=("AssertionError: 3e-2 > 1e-3",))
@@ -103,3 +105,15 @@ def test_metric_drift_flags_both_directions() -> None:
     assert shrunk is not None
     assert shrunk.direction == "down"
     assert robust_shift("max_abs_err", [1e-4], 1.2e-4, METRIC_POLICY) is None
+
+
+@pytest.mark.parametrize(
+    "values", [[2.0], [3.0, 1.0], [5.0, 1.0, 3.0], [4.0, 1.0, 3.0, 2.0], [1.0] * 5]
+)
+def test_median_is_the_statistics_median(values: list[float]) -> None:
+    assert median(values) == statistics.median(values)
+
+
+def test_median_of_nothing_is_an_error() -> None:
+    with pytest.raises(statistics.StatisticsError):
+        median([])

@@ -45,10 +45,12 @@ class Shift(BaseModel):
 
 def median(values: Sequence[float]) -> float:
     """`statistics.median` without its generality: called twice per config of a report."""
-    ordered = sorted(values)
-    n = len(ordered)
+    n = len(values)
+    if n == 1:
+        return values[0]  # one head result, one base run: the common case
     if n == 0:
         raise statistics.StatisticsError("no median for empty data")
+    ordered = sorted(values)
     mid = n // 2
     return ordered[mid] if n % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 

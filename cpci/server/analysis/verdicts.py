@@ -71,6 +71,13 @@ class Decision:
     infra_rule: str | None = None
 
 
+#: The common decisions, made once (immutable, so shared): a report decides for every config.
+_SKIPPED = Decision("skipped", "skipped at head")
+_FIXED = Decision("fixed", "failed at base, passes at head")
+_PASSED = Decision("passed", "passes at head")
+_FLAKY_AT_HEAD = Decision("flaky", "passed and failed at the head commit itself")
+
+
 def decide(
     head: Sequence[ResultView],
     base: Sequence[ResultView] | None,
@@ -81,13 +88,13 @@ def decide(
     head_state = state_of(head)
     base_state = state_of(base) if base else None
     if head_state == "skip":
-        return Decision("skipped", "skipped at head")
+        return _SKIPPED
     if head_state == "pass":
         if base_state == "fail":
-            return Decision("fixed", "failed at base, passes at head")
-        return Decision("passed", "passes at head")
+            return _FIXED
+        return _PASSED
     if head_state == "mixed":
-        return Decision("flaky", "passed and failed at the head commit itself")
+        return _FLAKY_AT_HEAD
     for r in head:
         rule = infra_signature(r.outcome, r.messages)
         if rule is not None:
