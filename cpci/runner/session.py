@@ -111,6 +111,7 @@ class BatchedSession:
             run_dir=self._run_dir,
             pytest_args=self._worker_args(),
             invocation_dir=str(self.config.invocation_params.dir),
+            collect_args=self._collect_args(),
             start_timeout_s=max(120.0, self.settings.timeout),
         )
         self._scheduler = Scheduler(
@@ -124,6 +125,15 @@ class BatchedSession:
             stats=self.stats,
         )
         self._scheduler.start()
+
+    def _collect_args(self) -> list[str] | None:
+        """None when the ranks may collect just the configs' files (their node ids are paths
+        under the rootdir); else the parent's own arguments, e.g. `--pyargs pkg` run from
+        outside the rootdir, where pytest names files relative to the argument instead."""
+        root = self.config.rootpath
+        if all(Path(spec.path).is_relative_to(root) for spec in self.specs.values()):
+            return None
+        return [*(["--pyargs"] if self.config.option.pyargs else []), *self.config.args]
 
     def _worker_args(self) -> list[str]:
         """The parent's pytest options that shape collection, minus output and caching."""

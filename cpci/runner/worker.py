@@ -72,7 +72,7 @@ def main(world_dir: Path) -> int:
         control_group=control_group,
     )
     os.chdir(plan["invocation_dir"])
-    pytest_args = [*plan["pytest_args"], *dict.fromkeys(c["path"] for c in plan["configs"])]
+    pytest_args = [*plan["pytest_args"], *plan["collect"]]
     journal.write({"ev": "ready", "t": time.time(), "backend": context.backend})
     pytest.main(pytest_args, plugins=[plugin])
 

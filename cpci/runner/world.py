@@ -39,6 +39,7 @@ class WorldLaunch:
     pytest_args: list[str]
     invocation_dir: str
     start_timeout_s: float
+    collect_args: list[str] | None = None
     env: dict[str, str] = field(default_factory=dict)
 
 
@@ -125,9 +126,11 @@ class World:
             "pytest_args": self.launch.pytest_args,
             # The process group's own timeout only backs up ours: ours must fire first.
             "pg_timeout_s": max(c.timeout for c in self.configs.values()) + 60,
-            "configs": [
-                {"index": i, "nodeid": c.nodeid, "path": c.path} for i, c in self.configs.items()
-            ],
+            # What the ranks collect: only the configs' files, unless node ids need the parent's
+            # own arguments to come out the same (see BatchedSession.collect_args).
+            "collect": self.launch.collect_args
+            or list(dict.fromkeys(c.path for c in self.configs.values())),
+            "configs": [{"index": i, "nodeid": c.nodeid} for i, c in self.configs.items()],
         }
         (self.dir / "plan.json").write_text(json.dumps(plan))
 

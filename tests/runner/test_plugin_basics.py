@@ -179,3 +179,20 @@ def test_last_failed_reruns_only_the_failures(pytester: pytest.Pytester) -> None
     again = pytester.runpytest_subprocess("--lf")
     again.assert_outcomes(failed=1)
     again.stdout.fnmatch_lines(["collected 1 item*", "run-last-failure: rerun previous 1 failure*"])
+
+
+def test_pyargs_from_outside_the_rootdir(pytester: pytest.Pytester) -> None:
+    """pytest names such files relative to the argument: the ranks must name them alike."""
+    package = pytester.mkpydir("cpci_pyargs_pkg")
+    (package / "test_in_pkg.py").write_text(
+        "import pytest\n"
+        "@pytest.mark.cpci(world_size=2)\n"
+        "@pytest.mark.parametrize('i', [0, 1])\n"
+        "def test_x(i, cpci_dist):\n"
+        "    pass\n"
+    )
+    elsewhere = pytester.mkdir("elsewhere")
+    result = run_pytest(
+        elsewhere, "--pyargs", "cpci_pyargs_pkg", env={"PYTHONPATH": str(pytester.path)}
+    )
+    result.assert_outcomes(passed=2)
