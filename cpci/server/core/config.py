@@ -24,8 +24,8 @@ class Settings(BaseSettings):
         default="sqlite:///cpci.db",
         description="sqlite:///PATH (the default, WAL mode) or postgresql://USER@HOST/DB",
     )
-    host: str = "127.0.0.1"
-    port: int = Field(default=8000, ge=0, le=65535)
+    host: str = Field(default="127.0.0.1", description="address `cpci serve` listens on")
+    port: int = Field(default=8000, ge=0, le=65535, description="port `cpci serve` listens on")
     migrate_on_start: bool = Field(
         default=True, description="apply Alembic migrations when `cpci serve` starts"
     )
@@ -33,14 +33,19 @@ class Settings(BaseSettings):
         default="public",
         description="public: anyone may read results; token: reads need a token of the repository",
     )
-    max_upload_bytes: int = Field(default=32 * 1024 * 1024, ge=1024)
+    max_upload_bytes: int = Field(
+        default=32 * 1024 * 1024, ge=1024, description="larger uploads are refused with 413"
+    )
 
     oidc_audience: str | None = Field(
         default=None, description="accept GitHub Actions OIDC tokens minted for this audience"
     )
-    oidc_issuer: str = GITHUB_OIDC_ISSUER
-    oidc_jwks_url: str = f"{GITHUB_OIDC_ISSUER}/.well-known/jwks"
-    oidc_jwks_cache_s: float = Field(default=300.0, ge=0)
+    oidc_issuer: str = Field(default=GITHUB_OIDC_ISSUER, description="the OIDC tokens' issuer")
+    oidc_jwks_url: str = Field(
+        default=f"{GITHUB_OIDC_ISSUER}/.well-known/jwks",
+        description="keys the tokens are signed with",
+    )
+    oidc_jwks_cache_s: float = Field(default=300.0, ge=0, description="how long keys are cached")
 
     github_url: str = Field(default="https://github.com", description="for links to CI runs")
 
@@ -50,25 +55,37 @@ class Settings(BaseSettings):
     github_webhook_secret: SecretStr | None = Field(
         default=None, description="the GitHub webhook secret; /github/webhook answers 503 without"
     )
-    github_api_url: str = "https://api.github.com"
+    github_api_url: str = Field(
+        default="https://api.github.com", description="GitHub Enterprise: https://HOST/api/v3"
+    )
     github_token: SecretStr | None = Field(
         default=None, description="a token to comment and create check runs with (or an App)"
     )
-    github_app_id: str | None = None
+    github_app_id: str | None = Field(default=None, description="a GitHub App to act as")
     github_app_private_key: SecretStr | None = Field(
         default=None, description="the GitHub App's PEM private key (installation from webhooks)"
     )
     github_bot_login: str | None = Field(
         default=None, description="the bot's login, e.g. my-app[bot]; its comments only are edited"
     )
-    github_comment_mode: Literal["edit", "new-on-regression", "off"] = "edit"
-    github_fail_on: Literal["new-failures", "any-failure", "never"] = "new-failures"
+    github_comment_mode: Literal["edit", "new-on-regression", "off"] = Field(
+        default="edit", description="edit one comment in place, a new one on regression, or none"
+    )
+    github_fail_on: Literal["new-failures", "any-failure", "never"] = Field(
+        default="new-failures", description="what turns the check run red"
+    )
     github_rules_path: str = Field(
         default=".github/cpci.yml", description="file-consistency rules, read at the PR's base"
     )
 
-    flaky_min_runs: int = Field(default=10, ge=1)
-    flaky_threshold: float = Field(default=0.1, gt=0, lt=1)
+    flaky_min_runs: int = Field(
+        default=10,
+        ge=1,
+        description="no flaky label below this many runs without same-commit evidence",
+    )
+    flaky_threshold: float = Field(
+        default=0.1, gt=0, lt=1, description="flip-rate lower bound that makes a config flaky"
+    )
     flaky_window: int = Field(default=50, ge=2, description="results per config looked at")
     flaky_half_life: float = Field(default=20.0, gt=0, description="in results, newest first")
     baseline_runs: int = Field(default=5, ge=1, description="base-branch runs for timings")
@@ -86,3 +103,12 @@ class Settings(BaseSettings):
     @property
     def oidc_enabled(self) -> bool:
         return self.oidc_audience is not None
+
+
+def reference_markdown() -> str:
+    """The settings as a Markdown table, as README.md shows them (a test keeps them in step)."""
+    rows = ["| variable | default | meaning |", "|---|---|---|"]
+    for name, field in Settings.model_fields.items():
+        default = "(none)" if field.default is None else f"`{field.default}`"
+        rows.append(f"| `CPCI_{name.upper()}` | {default} | {field.description or ''} |")
+    return "\n".join(rows) + "\n"
