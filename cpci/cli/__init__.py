@@ -11,9 +11,9 @@ import sys
 from collections.abc import Sequence
 
 from cpci import __version__
-from cpci.cli import action, consistency, db, loss_compare, serve, test_suite, token, upload
+from cpci.cli import action, consistency, db, demo, loss_compare, serve, test_suite, token, upload
 
-COMMANDS = (test_suite, serve, db, token, loss_compare, upload, consistency, action)
+COMMANDS = (test_suite, serve, db, token, loss_compare, upload, consistency, action, demo)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,27 @@
+"""`cpci demo`: the whole loop on this machine (service, batched CP suite, uploads, comment, UI)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+
+def register(sub: Any) -> None:
+    parser: argparse.ArgumentParser = sub.add_parser(
+        "demo",
+        help="run the bundled CP suite for a main and a PR commit, report, and serve the UI",
+        description="Starts the service on SQLite, runs the CP suite batched on CPU as 2 shards "
+        "for a 'main' commit and a 'PR' commit with an injected regression and a flaky config, "
+        "uploads them, prints the PR comment and the UI's URL, and serves the UI until Ctrl-C.",
+    )
+    parser.add_argument("--dir", default="artifacts/demo", help="work folder (emptied first)")
+    parser.add_argument("--port", type=int, default=8765, help="the service's port (127.0.0.1)")
+    parser.add_argument("--no-wait", action="store_true", help="stop the service when done")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from cpci.demo.run import main
+
+    return main(Path(args.dir).resolve(), args.port, wait=not args.no_wait)
