@@ -8,6 +8,12 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from service_builders import HEAD, REPO, config, envelope, record, sha, upload
+from sqlalchemy import Engine
+from sqlmodel import Session, select
+
+from cpci.server.crud.history import observations
+from cpci.server.links import Links
+from cpci.server.models import Config
 
 MAIN_RUNS = 12
 FLAKY = "FPFPFPFPFPFP"  # on main, one letter per run
@@ -194,6 +200,23 @@ def test_history_pages_newest_first_with_a_cursor(client: TestClient) -> None:
     missing = client.get(path, params={"config": "nope@2"})
     assert missing.status_code == 404
     assert "NODEID@WORLD_SIZE" in missing.json()["detail"]
+
+
+def test_observations_are_each_configs_latest_window_oldest_first(
+    client: TestClient, engine: Engine
+) -> None:
+    seed_main(client)
+    with Session(engine) as session:
+        ids = dict(session.exec(select(Config.key, Config.id)).all())
+        wanted = [ids[config("flaky")], ids[config("new")]]
+        seen = observations(
+            session=session, repo_name=REPO, config_ids=wanted, window=3,
+            links=Links("https://github.com"), exclude_commit=sha(MAIN_RUNS),
+        )  # fmt: skip
+    for pk in wanted:  # the newest three runs, leaving out the excluded commit's
+        assert [o.run.ci_run_id for o in seen[pk]] == ["9", "10", "11"]
+    assert [o.outcome for o in seen[ids[config("flaky")]]] == ["failed", "passed", "failed"]
+    assert not seen[ids[config("flaky")]][0].on_pull_request
 
 
 def test_run_summary_and_flaky_list(client: TestClient) -> None:

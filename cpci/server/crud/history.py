@@ -4,18 +4,19 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy import func
 from sqlmodel import Session, col, select
 
 from cpci.server.analysis.observations import Observation, RunLink
 from cpci.server.core.errors import NotFound
-from cpci.server.crud.common import chunks
+from cpci.server.crud.common import chunks, fetch_rows
 from cpci.server.links import Links
 from cpci.server.models import Config, Repository, Result, Run, Shard, as_utc
 from cpci.server.reports import HistoryEntry, HistoryPage
+
+#: Configs per statement of `observations` (SQLite allows 500 terms in a UNION ALL).
+PER_STATEMENT = 100
 
 
 def config_history(
@@ -60,7 +61,7 @@ def config_history(
             metrics=row.metrics or {},
             rank_errors=row.rank_errors or [],
             environment_id=row.environment_id,
-            run=_link(row, repo.name, links),
+            run=_link(row.ci_run_id, row.ci_attempt, row.commit, repo.name, links),
             pull_request=row.pull_request,
             branch=row.branch,
             uploaded_at=as_utc(row.uploaded_at),
@@ -87,50 +88,50 @@ def observations(
     links: Links,
     exclude_commit: str | None = None,
 ) -> dict[int, list[Observation]]:
-    """The latest `window` results of each config, oldest first, as the analysis reads them."""
+    """The latest `window` results of each config, oldest first, as the analysis reads them.
+
+    Each config's newest results are read backwards along its (config_id, id) index and the
+    reading stops after `window` of them: a config with a long history costs no more than a new
+    one (ranking all of its results, then keeping `window`, grew with the history).
+    """
     out: dict[int, list[Observation]] = defaultdict(list)
-    for chunk in chunks(list(config_ids)):
-        ranked: Any = select(
-            col(Result.id).label("rid"),
-            func.row_number()
-            .over(partition_by=col(Result.config_id), order_by=col(Result.id).desc())
-            .label("rn"),
-        ).where(col(Result.config_id).in_(chunk))
-        if exclude_commit is not None:
-            ranked = ranked.join(Run, col(Result.run_id) == Run.id).where(
-                Run.commit != exclude_commit
-            )
-        sub = ranked.subquery()
-        query = (
-            sa.select(
-                col(Result.config_id), col(Result.environment_id), col(Result.outcome),
-                col(Result.flaky), col(Run.id), col(Run.ci_run_id), col(Run.ci_attempt),
-                col(Run.commit), col(Run.pull_request),
-            )
-            .join(sub, col(Result.id) == sub.c.rid)
-            .join(Run, col(Result.run_id) == Run.id)
-            .where(sub.c.rn <= window)
-            .order_by(col(Result.id))
-        )  # fmt: skip
-        for row in session.connection().execute(query):
-            out[row.config_id].append(
+    exclude, also = (
+        (' AND u."commit" <> ?', (exclude_commit,)) if exclude_commit is not None else ("", ())
+    )
+    latest = (
+        "SELECT * FROM (SELECT r.id, r.config_id, r.environment_id, r.outcome, r.flaky, "
+        'u.id, u.ci_run_id, u.ci_attempt, u."commit", u.pull_request '
+        f"FROM result r JOIN run u ON u.id = r.run_id WHERE r.config_id = ?{exclude} "
+        "ORDER BY r.id DESC LIMIT ?) AS latest_{n}"
+    )
+    run_links: dict[tuple[str, int, str], RunLink] = {}  # many configs share each run
+    for chunk in chunks(list(config_ids), PER_STATEMENT):
+        # Built as text: SQLAlchemy constructs for a hundred subqueries cost more than the query.
+        sql = " UNION ALL ".join(latest.format(n=n) for n in range(len(chunk))) + " ORDER BY 1"
+        params = [v for config_id in chunk for v in (config_id, *also, window)]
+        rows = fetch_rows(session, sql, *params)
+        for _, config_id, env_id, outcome, flaky, run_id, ci_run_id, attempt, commit, pr in rows:
+            link = run_links.get((ci_run_id, attempt, commit))
+            if link is None:
+                link = _link(ci_run_id, attempt, commit, repo_name, links)
+                run_links[(ci_run_id, attempt, commit)] = link
+            out[config_id].append(
                 Observation(
-                    run=_link(row, repo_name, links),
-                    run_id=row.id,
-                    environment_id=row.environment_id,
-                    outcome=row.outcome,
-                    flaky=row.flaky,
-                    on_pull_request=row.pull_request is not None,
+                    run=link,
+                    run_id=run_id,
+                    environment_id=env_id,
+                    outcome=outcome,
+                    flaky=bool(flaky),
+                    on_pull_request=pr is not None,
                 )
             )
     return out
 
 
-def _link(row: Any, repo_name: str, links: Links) -> RunLink:
-    """The run of a history row (its `ci_run_id`, `ci_attempt` and `commit` columns)."""
+def _link(ci_run_id: str, ci_attempt: int, commit: str, repo_name: str, links: Links) -> RunLink:
     return RunLink(
-        ci_run_id=row.ci_run_id,
-        ci_attempt=row.ci_attempt,
-        commit=row.commit,
-        url=links.run(repo_name, row.ci_run_id, row.ci_attempt),
+        ci_run_id=ci_run_id,
+        ci_attempt=ci_attempt,
+        commit=commit,
+        url=links.run(repo_name, ci_run_id, ci_attempt),
     )
