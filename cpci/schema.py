@@ -59,6 +59,9 @@ class BatchInfo(_Model):
     index: int = Field(ge=0, description="batch number in the plan")
     world: int = Field(ge=0, description="0 for the batch's first world, n after n respawns")
     size: int = Field(ge=1, description="configs in the batch")
+    start_s: float | None = Field(
+        default=None, ge=0, description="that world's start-up: launch to its first config"
+    )
 
 
 class ResultRecord(_Model):

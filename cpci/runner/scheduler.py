@@ -233,8 +233,11 @@ class Scheduler:
                 rank_errors=[RankError.model_validate(e) for e in raw["rank_errors"]],
                 attempt=attempt,
                 metrics=raw["metrics"],
-                batch=BatchInfo(index=batch.index, world=world_no, size=len(batch.configs)),
-            )
+                batch=BatchInfo(
+                    index=batch.index, world=world_no, size=len(batch.configs),
+                    start_s=world.started_s,
+                ),
+            )  # fmt: skip
             delivery = Delivery(spec, record, raw["reports"], final=False)
             results[spec.nodeid] = _Ran(delivery, _before(order, spec), len(order) > 1)
             if log:

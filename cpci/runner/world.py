@@ -28,7 +28,7 @@ from cpci.schema import RankError
 _POLL_S = 0.01
 #: How long ranks get to write their stacks once asked.
 _STACK_DUMP_S = 5.0
-_LOG_TAIL_BYTES = 4_000
+_LOG_TAIL_BYTES = 16_000  # room for a fatal error's header, stack and module list
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,7 @@ class World:
         self.world_size = batch.world_size
         self.backend = batch.backend
         self.configs = configs
+        self.started_s: float | None = None  # launch to the first config, once known
         self._proc: subprocess.Popen[bytes] | None = None
 
     def run(self, on_outcome: OutcomeSink) -> WorldResult:
@@ -86,16 +87,10 @@ class World:
         failure: WorldFailure | None = None
         try:
             while True:
-                for record in watch.outcomes.read_new():
-                    watch.finished.add(record["i"])
-                    on_outcome(self.configs[record["i"]], record)
-                watch.update()
+                # Look before draining: whatever the world wrote before it exited is then read.
                 exited = self._proc.poll() is not None
+                self._drain(watch, launched, on_outcome)
                 if exited:
-                    for record in watch.outcomes.read_new():
-                        watch.finished.add(record["i"])
-                        on_outcome(self.configs[record["i"]], record)
-                    watch.update()
                     break
                 failure = self._check_deadlines(watch, launched)
                 if failure is not None:
@@ -105,13 +100,20 @@ class World:
                 failure = self._crash(watch)
         finally:
             self.kill()
-        first = watch.first_begin
         return WorldResult(
-            started_s=None if first is None else max(0.0, first - launched),
+            started_s=self.started_s,
             wall_s=time.time() - launched,
             finished=set(watch.finished),
             failure=failure,
         )
+
+    def _drain(self, watch: _Watch, launched: float, on_outcome: OutcomeSink) -> None:
+        watch.update()  # journals first: a config's begin precedes its outcome
+        if self.started_s is None and watch.first_begin is not None:
+            self.started_s = max(0.0, watch.first_begin - launched)
+        for record in watch.outcomes.read_new():
+            watch.finished.add(record["i"])
+            on_outcome(self.configs[record["i"]], record)
 
     def kill(self) -> None:
         """Kill the world's whole process tree (safe to call twice, from any thread)."""

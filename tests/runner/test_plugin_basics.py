@@ -129,7 +129,9 @@ def test_every_config_is_its_own_test(suite_run: tuple[pytest.RunResult, Path]) 
     assert reduce_1["backend"] == "gloo"
     assert reduce_1["params"] == {"scale": 1}
     assert reduce_1["metrics"] == {"max_abs_err": 1.0}  # max over ranks
+    start_s = reduce_1["batch"].pop("start_s")
     assert reduce_1["batch"] == {"index": 0, "world": 0, "size": 11}
+    assert 0 < start_s < 120  # the world's start-up, measured apart from the configs
     # The body ran on both ranks, in processes other than the parent pytest.
     pids = {name.split("-")[0] for name in (p.name for p in marks.iterdir())}
     ranks = sorted(name.split("-")[1] for name in (p.name for p in marks.iterdir()))
