@@ -138,9 +138,12 @@ class ShardRow(BaseModel):
     started_at: datetime | None
     ended_at: datetime | None
     wall_s: float | None = Field(description="ended_at - started_at, when both were uploaded")
+    init_s: float | None = Field(
+        description="world start-up: the sum of each world's launch-to-first-config time"
+    )
     test_s: float = Field(description="sum of the results' durations")
     other_s: float | None = Field(
-        description="wall_s - test_s: world start-up (init) and other overhead, derived"
+        description="wall_s - init_s - test_s: teardown, gaps and the rest, derived"
     )
     worlds: int = Field(description="distinct (batch, world) pairs: torchrun worlds started")
     results: int

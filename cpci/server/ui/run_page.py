@@ -1,9 +1,10 @@
 """One CI run in full: its shards (reported or missing), the torchrun worlds each started, where
 the time went, and its results filtered, sorted and paged in the database.
 
-The upload carries no world start-up time, so "other" time is derived: a shard's wall time
-(`ended_at - started_at`) less the sum of its results' durations. With several worlds running
-at once the sum can exceed the wall time, and then nothing is derived.
+World start-up (init) time comes from the runner: each result names its world and that world's
+launch-to-first-config time. "Other" is derived: a shard's wall time (`ended_at - started_at`)
+less init and test time. With several worlds running at once the sums can exceed the wall time,
+and then nothing is derived.
 """
 
 from __future__ import annotations
@@ -34,9 +35,10 @@ from cpci.server.ui.models import ResultRow, RunDetail, ShardRow, Sort
 
 PER_PAGE = 100
 TIMING_NOTE = (
-    "Uploads carry no world start-up (init) time, so 'other' is derived: the shard's wall time "
-    "less the sum of its test durations; it holds init, teardown and gaps. Shown only when the "
-    "shard reported its start and end and its worlds did not overlap."
+    "World start-up is each world's launch to its first config (process start, import torch, "
+    "process-group init, collection), as the runner measured it. 'Other' is the shard's wall time "
+    "less start-up and tests (teardown, gaps), shown only when the shard reported its start and "
+    "end and its worlds did not overlap."
 )
 _SORTS = {
     "config": col(Config.key),
@@ -129,7 +131,7 @@ def _shards(session: Session, merged: MergedRun) -> list[ShardRow]:
     attempt_of = {r.id: r.ci_attempt for r in merged.runs}
     outcomes: dict[int, Counter[str]] = defaultdict(Counter)
     test_s: dict[int, float] = defaultdict(float)
-    worlds: dict[int, set[tuple[int, int]]] = defaultdict(set)
+    worlds: dict[int, dict[tuple[int, int], float | None]] = defaultdict(dict)
     ids = [s.id for s in merged.shards.values()]
     rows = session.connection().execute(
         sa.select(
@@ -142,7 +144,8 @@ def _shards(session: Session, merged: MergedRun) -> list[ShardRow]:
         test_s[shard_id] += duration
         info = from_json(batch) if batch is not None else None
         if info:
-            worlds[shard_id].add((int(info.get("index", 0)), int(info.get("world", 0))))
+            world = (int(info.get("index", 0)), int(info.get("world", 0)))
+            worlds[shard_id][world] = info.get("start_s")
     out = []
     for index in range(merged.latest.shard_total):
         shard = merged.shards.get(index)
@@ -151,14 +154,16 @@ def _shards(session: Session, merged: MergedRun) -> list[ShardRow]:
                 ShardRow(
                     index=index, state="missing", attempt=None, runner=None, labels=[],
                     environment_id=None, started_at=None, ended_at=None, wall_s=None,
-                    test_s=0.0, other_s=None, worlds=0, results=0, outcomes={},
+                    init_s=None, test_s=0.0, other_s=None, worlds=0, results=0, outcomes={},
                 )
             )  # fmt: skip
             continue
         started = as_utc(shard.started_at) if shard.started_at else None
         ended = as_utc(shard.ended_at) if shard.ended_at else None
         wall = (ended - started).total_seconds() if started and ended else None
-        spent = test_s[shard.id]
+        starts = [s for s in worlds[shard.id].values() if s is not None]
+        init = round(sum(starts), 3) if starts else None
+        spent = test_s[shard.id] + (init or 0.0)
         out.append(
             ShardRow(
                 index=index,
@@ -170,7 +175,8 @@ def _shards(session: Session, merged: MergedRun) -> list[ShardRow]:
                 started_at=started,
                 ended_at=ended,
                 wall_s=wall,
-                test_s=round(spent, 3),
+                init_s=init,
+                test_s=round(test_s[shard.id], 3),
                 other_s=round(wall - spent, 3) if wall is not None and wall >= spent else None,
                 worlds=len(worlds[shard.id]),
                 results=shard.result_count,

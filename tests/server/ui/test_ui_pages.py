@@ -157,3 +157,24 @@ def test_pull_page_shows_the_stored_consistency_findings(
     html = client.get(f"/ui/{REPO}/pulls/{PR}").text
     assert "workers/v1.py" in html
     assert "keep &lt;em&gt;both&lt;/em&gt; in step" in html
+
+
+def test_run_twin_splits_world_start_up_from_test_time(client: TestClient) -> None:
+    started = "2026-01-01T00:00:00Z"
+    ended = "2026-01-01T00:00:20Z"
+
+    def world(index: int, start_s: float) -> dict[str, object]:
+        return {"index": index, "world": 0, "size": 2, "start_s": start_s}
+
+    results = [
+        record("a", duration_s=1.0, batch=world(0, 4.0)),
+        record("b", duration_s=2.0, batch=world(0, 4.0)),
+        record("c", duration_s=3.0, batch=world(1, 5.0)),
+    ]
+    client.post("/api/v1/uploads", json=envelope(results, ci_run_id="900", started_at=started,
+                                                 ended_at=ended))  # fmt: skip
+    shard = client.get(f"{API}/runs/900/detail").json()["shards"][0]
+    assert shard["worlds"] == 2
+    assert shard["init_s"] == 9.0  # two worlds: 4 s + 5 s of start-up
+    assert shard["test_s"] == 6.0
+    assert shard["other_s"] == 5.0  # 20 s wall - 9 - 6
