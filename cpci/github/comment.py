@@ -181,7 +181,10 @@ def _history(item: ConfigVerdict | ShiftFinding, base: str) -> str:
 
 def _failure(item: ConfigVerdict, base: str) -> str:
     message = f" — {md.code(item.message, 200)}" if item.message else ""
-    return f"{md.code(item.config)} {md.text(item.head_outcome)}{message} · {_history(item, base)}"
+    ranks = f" (rank{'s' if len(item.ranks) > 1 else ''} {', '.join(map(str, item.ranks))})"
+    where = ranks if item.ranks else ""
+    head = f"{md.code(item.config)} {md.text(item.head_outcome)}{where}"
+    return f"{head}{message} · {_history(item, base)}"
 
 
 def _flaky(item: ConfigVerdict, base: str) -> str:

@@ -73,6 +73,7 @@ class ConfigVerdict(BaseModel):
     head_outcome: str
     base_outcome: str | None
     message: str | None = Field(description="first line of the first failing rank's error")
+    ranks: list[int] = Field(default_factory=list, description="the ranks that reported errors")
     infra_rule: str | None = None
     flakiness: FlakinessAssessment | None = None
 

@@ -32,6 +32,7 @@ def verdict(name: str, kind: str = "new_failure", **fields: Any) -> ConfigVerdic
         "head_outcome": "failed",
         "base_outcome": "passed",
         "message": "AssertionError: max abs error 0.31 > 0.01",
+        "ranks": [1],
     }
     values.update(fields)
     return ConfigVerdict(**values)

@@ -96,6 +96,7 @@ def test_pr_report_is_pending_until_every_shard_is_in_then_gives_verdicts(
     assert done["baseline"]["commits_behind"] == 0
     assert names(done["new_failures"]) == [config("new")]
     assert done["new_failures"][0]["message"] == "AssertionError: max abs err 3e-2 > 1e-3"
+    assert done["new_failures"][0]["ranks"] == [0]  # which rank reported it
     assert names(done["broken_at_base"]) == [config("broken")]
     assert names(done["flaky"]) == [config("flaky")]
     evidence = done["flaky"][0]["flakiness"]

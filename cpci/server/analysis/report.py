@@ -16,7 +16,14 @@ from cpci.server.analysis.shifts import (
     median,
     robust_shift,
 )
-from cpci.server.analysis.verdicts import ResultView, decide, first_message, headline, state_of
+from cpci.server.analysis.verdicts import (
+    ResultView,
+    decide,
+    failing_ranks,
+    first_message,
+    headline,
+    state_of,
+)
 from cpci.server.reports import (
     ATTENTION,
     BaselineInfo,
@@ -80,6 +87,7 @@ def build_report(inputs: ReportInputs, policy: FlakinessPolicy) -> PullRequestRe
                     head_outcome=headline(head),
                     base_outcome=headline(base) if base else None,
                     message=first_message(head) if state_of(head) != "pass" else None,
+                    ranks=failing_ranks(head) if state_of(head) != "pass" else [],
                     infra_rule=rule,
                     flakiness=known,
                 )

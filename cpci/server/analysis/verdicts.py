@@ -30,6 +30,7 @@ class ResultView(NamedTuple):
     flaky: bool = False
     messages: tuple[str, ...] = ()
     metrics: Mapping[str, float] = MappingProxyType({})
+    ranks: tuple[int, ...] = ()  # the ranks that reported an error
 
 
 def state_of(results: Sequence[ResultView]) -> State:
@@ -51,6 +52,11 @@ def headline(results: Sequence[ResultView]) -> str:
     """The outcome to show: the first failing one if any failed, else the first."""
     failing = [r.outcome for r in results if r.outcome in FAILING_OUTCOMES]
     return failing[0] if failing else (results[0].outcome if results else "missing")
+
+
+def failing_ranks(results: Sequence[ResultView]) -> list[int]:
+    """Every rank that reported an error in these results: "rank 1 only" points at a rank."""
+    return sorted({rank for r in results for rank in r.ranks})
 
 
 def first_message(results: Sequence[ResultView]) -> str | None:

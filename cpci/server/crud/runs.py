@@ -100,8 +100,9 @@ def results_of(*, session: Session, shards: Iterable[Shard]) -> dict[int, list[R
                 outcome,
                 duration,
                 bool(flaky),
-                _messages(from_json(errors)) if errors is not None else (),
+                _messages(decoded := from_json(errors) if errors is not None else None),
                 from_json(metrics) if metrics is not None else {},
+                _ranks(decoded),
             )
         )
     return out
@@ -113,6 +114,10 @@ def _messages(errors: list[dict[str, Any]] | None) -> tuple[str, ...]:
     return tuple(
         text for e in errors for text in (e.get("message", ""), e.get("detail", "")) if text
     )
+
+
+def _ranks(errors: list[dict[str, Any]] | None) -> tuple[int, ...]:
+    return tuple(sorted({int(e["rank"]) for e in errors or () if int(e.get("rank", -1)) >= 0}))
 
 
 def config_keys(*, session: Session, ids: Iterable[int]) -> dict[int, str]:
