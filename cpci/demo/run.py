@@ -107,6 +107,7 @@ def run_shard(workdir: Path, commit: Commit, shard: int, say: Say) -> Path:
         sys.executable, "-m", "pytest", "--pyargs", "cpci.suites.cp", "-q",
         "-p", "no:cacheprovider", "-p", "cpci.demo.faults",
         f"--cpci-shard={shard}/{SHARDS}", f"--cpci-results={results}", "--cpci-isolate-failures",
+        "--cpci-batch-size=32",
         "--cpci-progress-interval=15", "-o", "console_output_style=count",
     ]  # fmt: skip
     say(f"{commit.label} ({commit.sha[:8]}), shard {shard + 1}/{SHARDS}: the CP suite, batched")
