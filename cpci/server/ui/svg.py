@@ -131,7 +131,10 @@ def scatter_plot(
             f'<text class="tick" x="{MARGIN_LEFT - 6}" y="{_fmt(y + 4)}" text-anchor="end">'
             f"{escape(y_format(tick))}</text>"
         )
-    for tick in nice_ticks(x_low, x_high, 6):
+    x_ticks = nice_ticks(x_low, x_high, 6)
+    if xs and all(float(x).is_integer() for x in xs):  # run numbers: no "0.5" or "-0" ticks
+        x_ticks = [t + 0.0 for t in x_ticks if float(t).is_integer()]
+    for tick in x_ticks:
         x = sx(tick)
         parts.append(
             f'<line class="tickmark" x1="{_fmt(x)}" x2="{_fmt(x)}" y1="{bottom}" '

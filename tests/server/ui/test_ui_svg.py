@@ -105,3 +105,14 @@ def test_quick_verdict() -> None:
     assert quick_verdict(False, 2, 1) == "new_failures"
     assert quick_verdict(False, 2, 2) == "failing"
     assert quick_verdict(False, 2, None) == "failing"
+
+
+def test_a_single_run_gets_whole_number_ticks() -> None:
+    svg = str(
+        scatter_plot(
+            title="t", description="d", x_label="run", y_label="pass rate",
+            points=[Point(0.0, 1.0, "run 0")], x_format=lambda v: f"{v:.0f}",
+        )
+    )  # fmt: skip
+    ticks = re.findall(r'class="tick" x="[^"]*" y="[^"]*" text-anchor="middle">([^<]*)</text>', svg)
+    assert ticks == ["-1", "0", "1"]
