@@ -38,6 +38,9 @@ Isolation = Literal["fails-alone", "order-dependent", "flaky"]
 
 JSONScalar = str | int | float | bool | None
 MetricName = Annotated[str, Field(min_length=1, max_length=200)]
+#: NaN and infinities are refused at the door: they break comparisons, drift analysis and
+#: PostgreSQL's JSON columns alike.
+Finite = Annotated[float, Field(allow_inf_nan=False)]
 
 
 class _Model(BaseModel):
@@ -73,12 +76,12 @@ class ResultRecord(_Model):
     backend: str | None = None
     params: dict[str, JSONScalar] = Field(default_factory=dict)
     outcome: Outcome
-    duration_s: float = Field(ge=0)
+    duration_s: Finite = Field(ge=0)
     rank_errors: list[RankError] = Field(default_factory=list)
     attempt: int = Field(default=1, ge=1, description="1 for the first run, more for reruns")
     isolation: Isolation | None = None
     flaky: bool = False
-    metrics: dict[MetricName, float] = Field(default_factory=dict)
+    metrics: dict[MetricName, Finite] = Field(default_factory=dict)
     batch: BatchInfo | None = None
 
     @property

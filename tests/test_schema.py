@@ -42,3 +42,11 @@ def test_unknown_outcomes_and_fields_are_rejected() -> None:
     with pytest.raises(ValidationError):
         ResultRecord.model_validate({"nodeid": "t", "world_size": 2, "outcome": "passed",
                                      "duration_s": 1, "surprise": 1})  # fmt: skip
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+def test_metrics_and_durations_must_be_finite(bad: float) -> None:
+    with pytest.raises(ValidationError):
+        ResultRecord(nodeid="t", world_size=2, outcome="passed", duration_s=1, metrics={"e": bad})
+    with pytest.raises(ValidationError):
+        ResultRecord(nodeid="t", world_size=2, outcome="passed", duration_s=bad)
