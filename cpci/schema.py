@@ -41,6 +41,10 @@ MetricName = Annotated[str, Field(min_length=1, max_length=200)]
 #: NaN and infinities are refused at the door: they break comparisons, drift analysis and
 #: PostgreSQL's JSON columns alike.
 Finite = Annotated[float, Field(allow_inf_nan=False)]
+#: Counts and numbers are stored in 32-bit integer columns: anything larger is refused here.
+INT32_MAX = 2**31 - 1
+#: Stored identities must not hold NUL (PostgreSQL text cannot); messages are cleaned instead.
+Identity = Annotated[str, Field(pattern=r"^[^\x00]*$")]
 
 
 class _Model(BaseModel):
@@ -50,7 +54,7 @@ class _Model(BaseModel):
 class RankError(_Model):
     """What one rank saw go wrong: the first line for tables, the full text for people."""
 
-    rank: int = Field(ge=-1, description="rank, or -1 for the world as a whole")
+    rank: int = Field(le=INT32_MAX, ge=-1, description="rank, or -1 for the world as a whole")
     phase: str = Field(description="setup, call, teardown, or world (crash, timeout)")
     message: str = Field(max_length=2_000)
     detail: str = Field(default="", max_length=200_000)
@@ -59,9 +63,11 @@ class RankError(_Model):
 class BatchInfo(_Model):
     """Which batch and which world of that batch a config ran in."""
 
-    index: int = Field(ge=0, description="batch number in the plan")
-    world: int = Field(ge=0, description="0 for the batch's first world, n after n respawns")
-    size: int = Field(ge=1, description="configs in the batch")
+    index: int = Field(le=INT32_MAX, ge=0, description="batch number in the plan")
+    world: int = Field(
+        le=INT32_MAX, ge=0, description="0 for the batch's first world, n after n respawns"
+    )
+    size: int = Field(le=INT32_MAX, ge=1, description="configs in the batch")
     start_s: float | None = Field(
         default=None, ge=0, description="that world's start-up: launch to its first config"
     )
@@ -71,14 +77,16 @@ class ResultRecord(_Model):
     """One config's outcome: one line of the runner's JSON-lines results file."""
 
     schema_: Literal["cpci.result/1"] = Field(default="cpci.result/1", alias="schema")
-    nodeid: str = Field(min_length=1, max_length=2_000)
-    world_size: int = Field(ge=1)
+    nodeid: Identity = Field(min_length=1, max_length=2_000)
+    world_size: int = Field(le=INT32_MAX, ge=1)
     backend: str | None = None
     params: dict[str, JSONScalar] = Field(default_factory=dict)
     outcome: Outcome
     duration_s: Finite = Field(ge=0)
     rank_errors: list[RankError] = Field(default_factory=list)
-    attempt: int = Field(default=1, ge=1, description="1 for the first run, more for reruns")
+    attempt: int = Field(
+        default=1, le=INT32_MAX, ge=1, description="1 for the first run, more for reruns"
+    )
     isolation: Isolation | None = None
     flaky: bool = False
     metrics: dict[MetricName, Finite] = Field(default_factory=dict)
@@ -110,14 +118,14 @@ class RunEnvelope(_Model):
     schema_: Literal["cpci.run/1"] = Field(default="cpci.run/1", alias="schema")
     repository: str = Field(pattern=r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
     commit: str = Field(pattern=r"^[0-9a-f]{7,64}$")
-    branch: str | None = Field(default=None, max_length=255)
-    pull_request: int | None = Field(default=None, ge=1)
+    branch: Identity | None = Field(default=None, max_length=255)
+    pull_request: int | None = Field(default=None, le=INT32_MAX, ge=1)
     base_commit: str | None = Field(default=None, pattern=r"^[0-9a-f]{7,64}$")
-    ci_run_id: str = Field(min_length=1, max_length=100)
-    ci_attempt: int = Field(default=1, ge=1)
-    shard_index: int = Field(default=0, ge=0)
-    shard_total: int = Field(default=1, ge=1)
-    runner_name: str | None = Field(default=None, max_length=255)
+    ci_run_id: Identity = Field(min_length=1, max_length=100)
+    ci_attempt: int = Field(default=1, le=INT32_MAX, ge=1)
+    shard_index: int = Field(default=0, le=INT32_MAX, ge=0)
+    shard_total: int = Field(default=1, le=INT32_MAX, ge=1)
+    runner_name: Identity | None = Field(default=None, max_length=255)
     runner_labels: list[str] = Field(default_factory=list)
     environment: Environment = Field(default_factory=Environment)
     started_at: datetime | None = None

@@ -75,11 +75,11 @@ def create_app(
         else None
     )
     errors.install(app)
-    app.include_router(ops_router)
-    app.include_router(api_router)
-    app.include_router(pages.router)
+    app.include_router(ops_router, responses=errors.ERROR_RESPONSES)
+    app.include_router(api_router, responses=errors.ERROR_RESPONSES)
+    app.include_router(pages.router, responses=errors.ERROR_RESPONSES)
     install_ui(app)
-    app.include_router(webhooks.router)
+    app.include_router(webhooks.router, responses=errors.ERROR_RESPONSES)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     _document_upload_body(app)
     return app

@@ -6,10 +6,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
-from fastapi import Depends, Request
+from fastapi import Depends, Path, Request
 from sqlalchemy import Engine
 from sqlmodel import Session
 
+from cpci.schema import INT32_MAX
 from cpci.server.core.config import Settings
 from cpci.server.core.errors import Forbidden, Unauthorized
 from cpci.server.core.oidc import OidcVerifier
@@ -63,6 +64,8 @@ SettingsDep = Annotated[Settings, Depends(get_settings)]
 EngineDep = Annotated[Engine, Depends(get_engine)]
 SessionDep = Annotated[Session, Depends(get_session)]
 LinksDep = Annotated[Links, Depends(get_links)]
+#: A pull request number as a path parameter: bounded like the column it is looked up in.
+PullNumber = Annotated[int, Path(ge=1, le=INT32_MAX, description="the pull request's number")]
 
 
 def authenticate(request: Request, engine: Engine) -> Principal | None:

@@ -12,7 +12,31 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 from sqlalchemy.exc import OperationalError
+
+
+class FieldError(BaseModel):
+    path: str
+    loc: list[int | str]
+    msg: str
+    type: str
+
+
+class ErrorBody(BaseModel):
+    """Every error response: what went wrong and what to do (`detail`), a stable `code`, and for
+    422 each offending field with its path."""
+
+    detail: str
+    code: str
+    errors: list[FieldError] | None = None
+
+
+#: Documented on every route, so the OpenAPI schema describes the bodies clients really get
+#: (FastAPI would otherwise document its own 422 shape).
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    422: {"model": ErrorBody, "description": "invalid input; `errors` names each field's path"},
+}
 
 
 class ApiError(Exception):

@@ -13,7 +13,13 @@ from fastapi.responses import HTMLResponse
 from sqlmodel import select
 
 from cpci.schema import Outcome
-from cpci.server.api.deps import LinksDep, ReadableRepoDep, SessionDep, SettingsDep
+from cpci.server.api.deps import (
+    LinksDep,
+    PullNumber,
+    ReadableRepoDep,
+    SessionDep,
+    SettingsDep,
+)
 from cpci.server.models import Repository
 from cpci.server.reports import ATTENTION
 from cpci.server.ui import plots, urls
@@ -87,7 +93,7 @@ def run(
 @router.get(REPO + "/pulls/{number}", response_class=HTMLResponse)
 def pull(
     request: Request, repository: ReadableRepoDep, session: SessionDep, settings: SettingsDep,
-    links: LinksDep, number: int,
+    links: LinksDep, number: PullNumber,
 ) -> HTMLResponse:  # fmt: skip
     model = pull_page(
         session=session, repo=repository, number=number, settings=settings, links=links

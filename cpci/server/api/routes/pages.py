@@ -10,7 +10,13 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from cpci.schema import Outcome
-from cpci.server.api.deps import LinksDep, ReadableRepoDep, SessionDep, SettingsDep
+from cpci.server.api.deps import (
+    LinksDep,
+    PullNumber,
+    ReadableRepoDep,
+    SessionDep,
+    SettingsDep,
+)
 from cpci.server.links import API_PREFIX
 from cpci.server.ui.config_page import config_overview
 from cpci.server.ui.dashboard import build_dashboard
@@ -59,7 +65,7 @@ def run(
 @router.get("/pulls/{number}/page", summary="The PR report and its file-consistency findings")
 def pull(
     repository: ReadableRepoDep, session: SessionDep, settings: SettingsDep, links: LinksDep,
-    number: int,
+    number: PullNumber,
 ) -> PullPage:  # fmt: skip
     return pull_page(
         session=session, repo=repository, number=number, settings=settings, links=links

@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 from cpci.server.api.deps import (
     LinksDep,
     PrincipalDep,
+    PullNumber,
     ReadableRepoDep,
     SessionDep,
     SettingsDep,
@@ -71,7 +72,7 @@ def pull_request(
     session: SessionDep,
     settings: SettingsDep,
     links: LinksDep,
-    number: int,
+    number: PullNumber,
 ) -> PullRequestReport:
     return pull_request_report(
         session=session, repo=repository, number=number, settings=settings, links=links

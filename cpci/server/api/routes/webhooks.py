@@ -85,9 +85,13 @@ async def webhook(
     if not delivery or not event:
         raise ApiError("X-GitHub-Delivery and X-GitHub-Event headers are required")
     try:
-        payload: dict[str, Any] = json.loads(body)
+        payload: Any = json.loads(body)
     except ValueError as exc:
         raise ApiError(f"the delivery body is not JSON: {exc}") from exc
+    except RecursionError:
+        raise ApiError("the delivery body nests too deeply to be a GitHub event") from None
+    if not isinstance(payload, dict):
+        raise ApiError("the delivery body is not a JSON object, as every GitHub event is")
     action = payload.get("action")
     handled = action in HANDLED.get(event, frozenset())
     status: Literal["queued", "ignored"] = "queued" if handled else "ignored"
