@@ -43,6 +43,8 @@ MetricName = Annotated[str, Field(min_length=1, max_length=200)]
 Finite = Annotated[float, Field(allow_inf_nan=False)]
 #: Counts and numbers are stored in 32-bit integer columns: anything larger is refused here.
 INT32_MAX = 2**31 - 1
+#: More shards than any CI matrix runs: every read lists the missing ones, so the count is bounded.
+MAX_SHARDS = 10_000
 #: Stored identities must not hold NUL (PostgreSQL text cannot); messages are cleaned instead.
 Identity = Annotated[str, Field(pattern=r"^[^\x00]*$")]
 
@@ -123,8 +125,8 @@ class RunEnvelope(_Model):
     base_commit: str | None = Field(default=None, pattern=r"^[0-9a-f]{7,64}$")
     ci_run_id: Identity = Field(min_length=1, max_length=100)
     ci_attempt: int = Field(default=1, le=INT32_MAX, ge=1)
-    shard_index: int = Field(default=0, le=INT32_MAX, ge=0)
-    shard_total: int = Field(default=1, le=INT32_MAX, ge=1)
+    shard_index: int = Field(default=0, lt=MAX_SHARDS, ge=0)
+    shard_total: int = Field(default=1, le=MAX_SHARDS, ge=1)
     runner_name: Identity | None = Field(default=None, max_length=255)
     runner_labels: list[str] = Field(default_factory=list)
     environment: Environment = Field(default_factory=Environment)
