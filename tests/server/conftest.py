@@ -1,10 +1,5 @@
-"""Fixtures for the result service: real SQLite files and a real PostgreSQL server.
-
-PostgreSQL comes from `CPCI_TEST_POSTGRES_URL` when set; otherwise a throwaway server is started
-from the local binaries for the session (as user `postgres` when running as root, since initdb
-refuses root). Without binaries the PostgreSQL half is skipped, except under CI (`CI` set), where
-a silently halved test suite would hide engine-specific bugs, so it fails instead.
-"""
+"""Fixtures for the result service: real SQLite files and a real PostgreSQL server (the
+session's `postgres_server`, see tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -27,26 +22,8 @@ from cpci.server import Settings, create_app
 from cpci.server.core.db import create_db_engine
 from cpci.server.core.migrate import upgrade
 from cpci.server.crud.tokens import create_token
-from cpci.server.devpg import find_binaries, throwaway_postgres
 
 ENGINES = ("sqlite", "postgresql")
-
-
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[str]:
-    """An admin URL of a PostgreSQL server for this session."""
-    url = os.environ.get("CPCI_TEST_POSTGRES_URL")
-    if url:
-        yield url
-        return
-    bindir = find_binaries()
-    if bindir is None:
-        message = "PostgreSQL binaries (initdb, pg_ctl) not found; set CPCI_TEST_POSTGRES_URL"
-        if os.environ.get("CI"):
-            pytest.fail(f"{message} (CI is set, so the PostgreSQL tests must run)")
-        pytest.skip(message)
-    with throwaway_postgres(bindir) as admin_url:
-        yield admin_url
 
 
 def _admin(url: str) -> psycopg.Connection[Any]:

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
 from sqlmodel import Session
 
 from cpci.cli import main
@@ -21,6 +19,7 @@ from cpci.server.core.migrate import upgrade
 from cpci.server.crud.tokens import create_token
 from cpci.upload.send import Backoff, UploadFailed, deliver
 from cpci.upload.spool import Spool
+from tests.live_server import loopback_socket, serve
 
 REPO = "acme/spool"
 
@@ -108,27 +107,9 @@ def test_a_spooled_upload_refused_for_good_is_set_aside_not_deleted(tmp_path: Pa
 @pytest.fixture
 def reserved_port() -> Iterator[socket.socket]:
     """A bound, not yet listening socket: connections to it are refused until it listens."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
+    sock = loopback_socket()
     yield sock
     sock.close()
-
-
-def serve_on(sock: socket.socket, database_url: str) -> Callable[[], None]:
-    engine = create_db_engine(database_url)
-    upgrade(engine)
-    app = create_app(Settings(database_url=database_url), engine=engine)
-    sock.listen(16)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-
-    def stop() -> None:
-        server.should_exit = True
-        thread.join(timeout=10)
-        engine.dispose()
-
-    return stop
 
 
 def test_service_down_then_up_nothing_lost_nothing_twice(
@@ -148,8 +129,8 @@ def test_service_down_then_up_nothing_lost_nothing_twice(
             "--spool", str(tmp_path / "spool")]  # fmt: skip
     assert main(args) == 3  # down: spooled
     assert "SPOOLED to" in capsys.readouterr().err
-    stop = serve_on(reserved_port, database_url)
-    try:
+    app = create_app(Settings(database_url=database_url), engine=engine)
+    with serve(app, reserved_port):
         flush = ["upload", "--flush", "--token", secret, "--spool", str(tmp_path / "spool")]
         assert main(flush) == 0
         assert "flushed 1 spooled upload(s); 0 still in" in capsys.readouterr().out
@@ -157,6 +138,4 @@ def test_service_down_then_up_nothing_lost_nothing_twice(
         assert "duplicate" in capsys.readouterr().out
         summary = httpx.get(f"{url}/api/v1/repos/{REPO}/runs/77").json()
         assert summary["outcomes"] == {"passed": 1}  # one result: nothing lost, nothing twice
-    finally:
-        stop()
-        engine.dispose()
+    engine.dispose()

@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from sqlmodel import Session
 from ui_seed import REPO, seed
 
@@ -25,14 +22,13 @@ from cpci.server import Settings, create_app
 from cpci.server.core.db import create_db_engine
 from cpci.server.core.migrate import upgrade
 from cpci.server.crud.tokens import create_token
-from cpci.server.devpg import free_port
+from tests.live_server import serve
 
 CHROMIUM = os.environ.get("CPCI_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
     "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-extensions",
 ]  # fmt: skip
-DEADLINE_S = 30
 ROOT = Path(__file__).resolve().parents[3]
 
 
@@ -59,26 +55,14 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         token = create_token(session=session, repository=REPO, name="ui").token
         session.commit()
     app = create_app(Settings(database_url=url), engine=engine)
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    base = f"http://127.0.0.1:{server.config.port}"
-    deadline = time.monotonic() + DEADLINE_S
     try:
-        while not server.started:
-            if not thread.is_alive() or time.monotonic() > deadline:
-                pytest.fail(f"uvicorn did not start within {DEADLINE_S} s")
-            time.sleep(0.02)
-        headers = {"Authorization": f"Bearer {token}"}
-        with httpx.Client(base_url=base, headers=headers, timeout=30) as http:
-            assert http.get("/healthz").status_code == 200
-            seed(http)
-        yield base
+        with serve(app) as base:
+            headers = {"Authorization": f"Bearer {token}"}
+            with httpx.Client(base_url=base, headers=headers, timeout=30) as http:
+                assert http.get("/healthz").status_code == 200
+                seed(http)
+            yield base
     finally:
-        server.should_exit = True
-        thread.join(timeout=10)
         engine.dispose()
 
 

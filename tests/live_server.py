@@ -1,0 +1,40 @@
+"""An ASGI app served by a real uvicorn on a loopback port, in a thread, for end-to-end tests."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import uvicorn
+
+
+def loopback_socket() -> socket.socket:
+    """A socket bound to a free loopback port; refuses connections until it listens."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    return sock
+
+
+@contextmanager
+def serve(app: Any, sock: socket.socket | None = None) -> Iterator[str]:
+    """Serve `app` on `sock` (a fresh loopback one by default) and yield its base URL.
+
+    The socket listens before the server thread starts, so a client that connects first waits in
+    the backlog: no polling for readiness.
+    """
+    owned = sock is None
+    sock = sock or loopback_socket()
+    sock.listen(64)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        if owned:
+            sock.close()
