@@ -124,8 +124,15 @@ def test_step(i, cpci_dist):
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
+    results = tmp_path / "r.jsonl"
     deadline = time.monotonic() + 120
-    while not reached.exists():  # the run is inside config 3 once this file appears
+
+    def written() -> int:
+        return results.read_text().count("\n") if results.exists() else 0
+
+    # Inside config 3, with the first three results in the file (the parent copies each agreed
+    # result from the world a poll interval after the ranks agree on it).
+    while not (reached.exists() and written() == 3):
         assert proc.poll() is None, "the run ended before reaching config 3"
         assert time.monotonic() < deadline
         time.sleep(0.05)
