@@ -13,7 +13,14 @@ import pytest
 
 from cpci.runner import outcome as outcomes
 from cpci.runner import sharding
-from cpci.runner.planning import Batch, ConfigSpec, PlanningError, make_batches, spec_for
+from cpci.runner.planning import (
+    MARKER,
+    Batch,
+    ConfigSpec,
+    PlanningError,
+    make_batches,
+    spec_for,
+)
 from cpci.runner.progress import RunStats
 from cpci.runner.reporting import ResultsFile, item_reports, synthesized
 from cpci.runner.scheduler import Delivery, Scheduler, Slots
@@ -55,7 +62,8 @@ class BatchedSession:
                 self.config.hook.pytest_deselected(items=dropped)
             items[:] = kept
         torch_missing = importlib.util.find_spec("torch") is None
-        self.gpus = _visible_gpus(self.settings.backend)
+        if any(item.get_closest_marker(MARKER) for item in items):  # else torch stays unloaded
+            self.gpus = _visible_gpus(self.settings.backend)
         backend = self.settings.backend
         if backend == "auto":
             backend = "nccl" if self.gpus else "gloo"
