@@ -190,7 +190,7 @@ def _failure(item: ConfigVerdict, base: str) -> str:
 def _flaky(item: ConfigVerdict, base: str) -> str:
     evidence = md.text(item.reason, 200)
     known = item.flakiness
-    if known is not None and known.runs:
+    if known is not None and known.flaky and known.runs:  # history-based evidence, not a rerun's
         evidence += f"; {known.failures} failure(s), {known.passes} pass(es) in {known.runs} run(s)"
     runs = known.failing_runs[:3] if known else []
     links = ", ".join(md.link(f"run {r.ci_run_id}", r.url) for r in runs)
