@@ -30,7 +30,6 @@ class Delivery:
     reports: list[dict[str, Any]] | None  # serialized pytest reports, None for crash/timeout
     final: bool
     note: str | None = None
-    written: bool = False  # already in the results file (as a non-final delivery)
 
 
 Deliver = Callable[[Delivery], None]
@@ -102,6 +101,7 @@ class Scheduler:
         self._live: set[World] = set()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
+        self._reported: set[str] = set()  # node ids whose final record went out
         self._names = 0
 
     def start(self) -> None:
@@ -130,21 +130,26 @@ class Scheduler:
                 self._run_batch(batch)
             except Exception as exc:  # never leave pytest waiting for a result that cannot come
                 for spec in batch.configs:
-                    self._give_up(spec, batch, 0, f"cpci scheduler error: {exc!r}")
+                    if spec.nodeid not in self._reported:
+                        self._give_up(spec, batch, 0, f"cpci scheduler error: {exc!r}")
 
     def _run_batch(self, batch: Batch) -> None:
         results = self._run_in_worlds(
             batch, list(batch.configs), attempt=1, respawns=self._max_respawns
         )
-        for outcome in results.values():
-            if (
-                self._isolate
-                and outcome.shared
-                and outcome.delivery.record.outcome in FAILING_OUTCOMES
-            ):
-                self._isolate_one(batch, outcome.delivery.spec, outcome)
-            else:
-                self._deliver(replace(outcome.delivery, final=True, written=True))
+        for ran in results.values():  # the rest were reported the moment they ended
+            if self._needs_isolation(ran):
+                self._isolate_one(batch, ran.delivery.spec, ran)
+
+    def _needs_isolation(self, ran: _Ran) -> bool:
+        return self._isolate and ran.shared and ran.delivery.record.outcome in FAILING_OUTCOMES
+
+    def _settled(self, ran: _Ran, log: bool) -> _Ran:
+        """Report a first-pass result at once: final, unless isolation will rerun it."""
+        if log:
+            final = not self._needs_isolation(ran)
+            self._send(replace(ran.delivery, final=final))
+        return ran
 
     def _run_in_worlds(
         self,
@@ -239,9 +244,8 @@ class Scheduler:
                 ),
             )  # fmt: skip
             delivery = Delivery(spec, record, raw["reports"], final=False)
-            results[spec.nodeid] = _Ran(delivery, _before(order, spec), len(order) > 1)
-            if log:
-                self._deliver(delivery)
+            ran = _Ran(delivery, _before(order, spec), len(order) > 1)
+            results[spec.nodeid] = self._settled(ran, log)
             with self.stats.lock:
                 self.stats.test_s += record.duration_s
 
@@ -287,19 +291,22 @@ class Scheduler:
             attempt=attempt,
             batch=BatchInfo(index=batch.index, world=world_no, size=len(batch.configs)),
         )
-        delivery = Delivery(spec, record, None, final=False)
-        if log:
-            self._deliver(delivery)
         with self.stats.lock:
             if outcome == "crashed":
                 self.stats.crashed.append(spec.nodeid)
             elif outcome == "timeout":
                 self.stats.timed_out.append(spec.nodeid)
-        return _Ran(delivery, _before(order, spec), len(order) > 1)
+        delivery = Delivery(spec, record, None, final=False)
+        return self._settled(_Ran(delivery, _before(order, spec), len(order) > 1), log)
 
     def _give_up(self, spec: ConfigSpec, batch: Batch, world_no: int, why: str) -> None:
-        ran = self._failed(batch, spec, world_no, 1, [spec], None, True, why)
-        self._deliver(replace(ran.delivery, final=True))
+        self._failed(batch, spec, world_no, 1, [spec], None, True, why)  # alone: final at once
+
+    def _send(self, delivery: Delivery) -> None:
+        if delivery.final:
+            with self._lock:
+                self._reported.add(delivery.spec.nodeid)
+        self._deliver(delivery)
 
     def _isolate_one(self, batch: Batch, spec: ConfigSpec, first: _Ran) -> None:
         alone = self._run_in_worlds(batch, [spec], attempt=2, respawns=0, log=False)[spec.nodeid]
@@ -317,7 +324,7 @@ class Scheduler:
                     f"ORDER-DEPENDENT: passes alone, but fails again after the configs that ran "
                     f"before it in its world: {names}"
                 )
-                self._deliver(alone.delivery)
+                self._send(alone.delivery)
                 self._finish(again.delivery, "order-dependent", note)
                 with self.stats.lock:
                     self.stats.order_dependent.append(spec.nodeid)
@@ -329,7 +336,7 @@ class Scheduler:
     def _finish(self, delivery: Delivery, isolation: str, note: str) -> None:
         flaky = isolation == "flaky"
         record = delivery.record.model_copy(update={"isolation": isolation, "flaky": flaky})
-        self._deliver(replace(delivery, record=record, final=True, note=note))
+        self._send(replace(delivery, record=record, final=True, note=note))
 
 
 @dataclass(frozen=True)

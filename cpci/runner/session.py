@@ -168,7 +168,7 @@ class BatchedSession:
         return args
 
     def _deliver(self, delivery: Delivery) -> None:
-        if self._results is not None and not delivery.written:
+        if self._results is not None:
             self._results.append(delivery.record)
         if not delivery.final:
             return
