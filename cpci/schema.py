@@ -18,7 +18,7 @@ RUN_SCHEMA = "cpci.run/1"
 SUPPORTED_RUN_SCHEMAS = (RUN_SCHEMA,)
 
 Outcome = Literal[
-    "passed", "failed", "skipped", "xfailed", "xpassed", "error", "crashed", "timeout"
+    "passed", "failed", "skipped", "xfailed", "xpassed", "error", "crashed", "timeout", "not_run"
 ]
 OUTCOMES: tuple[Outcome, ...] = (
     "passed",
@@ -29,9 +29,14 @@ OUTCOMES: tuple[Outcome, ...] = (
     "error",
     "crashed",
     "timeout",
+    "not_run",
 )
-#: Outcomes that make a run red.
-FAILING_OUTCOMES: frozenset[str] = frozenset({"failed", "error", "crashed", "timeout"})
+#: Outcomes that make a run red. `not_run` (the config never started: its world did not come up,
+#: its batch gave up after respawns, the scheduler failed) is red too, but it says nothing about
+#: the code under test: the service gives it the INFRA verdict, never NEW FAILURE.
+FAILING_OUTCOMES: frozenset[str] = frozenset({"failed", "error", "crashed", "timeout", "not_run"})
+#: Outcomes that say the config never ran at all.
+NOT_RUN_OUTCOMES: frozenset[str] = frozenset({"not_run"})
 
 #: What isolating a failure in a fresh world found (`--cpci-isolate-failures`).
 Isolation = Literal["fails-alone", "order-dependent", "flaky"]
