@@ -50,6 +50,8 @@ Finite = Annotated[float, Field(allow_inf_nan=False)]
 INT32_MAX = 2**31 - 1
 #: More shards than any CI matrix runs: every read lists the missing ones, so the count is bounded.
 MAX_SHARDS = 10_000
+#: A matrix leg's name (e.g. `a100,gpu,linux`): bounded like the column it is stored in.
+MAX_LEG_LENGTH = 200
 #: Stored identities must not hold NUL (PostgreSQL text cannot); messages are cleaned instead.
 Identity = Annotated[str, Field(pattern=r"^[^\x00]*$")]
 
@@ -132,6 +134,12 @@ class RunEnvelope(_Model):
     ci_attempt: int = Field(default=1, le=INT32_MAX, ge=1)
     shard_index: int = Field(default=0, lt=MAX_SHARDS, ge=0)
     shard_total: int = Field(default=1, le=MAX_SHARDS, ge=1)
+    leg: Identity = Field(
+        default="",
+        max_length=MAX_LEG_LENGTH,
+        description="the matrix leg (e.g. its sorted runner labels): shards of one run on "
+        "different legs are different shards, even with the same index",
+    )
     runner_name: Identity | None = Field(default=None, max_length=255)
     runner_labels: list[str] = Field(default_factory=list)
     environment: Environment = Field(default_factory=Environment)

@@ -8,7 +8,7 @@ one run's results) each walk a single index.
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import JSON, BigInteger, Column, DateTime, Index, Integer, UniqueConstraint
 from sqlmodel import Field, SQLModel
@@ -48,6 +48,12 @@ class RepositoryBase(SQLModel):
 
 class Repository(RepositoryBase, table=True):
     id: int | None = Field(default=None, primary_key=True)
+    github_id: int | None = Field(
+        default=None,
+        sa_type=BigInteger,
+        description="GitHub's numeric repository id, bound by the first OIDC upload: a later "
+        "token for the same name with another id (a recreated or renamed repository) is refused",
+    )
     created_at: datetime = _when(default_factory=utcnow)
 
 
@@ -55,8 +61,16 @@ class RepositoryPublic(RepositoryBase):
     id: int
 
 
+#: What an upload token may claim: `branch` uploads branch history and PR runs, `pr` only PR
+#: runs (a leaked PR token cannot rewrite the base branch's history). Tokens made before scopes
+#: existed were migrated to `branch`, the rights they had.
+TokenScope = Literal["branch", "pr"]
+TOKEN_SCOPES: tuple[TokenScope, ...] = ("branch", "pr")
+
+
 class UploadTokenBase(SQLModel):
     name: str = Field(default="", max_length=200, description="what the token is for")
+    scope: str = Field(default="pr", max_length=16, description="branch or pr")
 
 
 class UploadToken(UploadTokenBase, table=True):
@@ -119,14 +133,28 @@ class Run(RunBase, table=True):
     id: int | None = Field(default=None, primary_key=True)
     repository_id: int = Field(foreign_key="repository.id")
     created_at: datetime = _when(default_factory=utcnow)
+    # Who uploaded the run's first shard (every shard is checked against the same rules).
+    upload_via: str | None = Field(default=None, max_length=10, description="token or oidc")
+    uploaded_by: str | None = Field(
+        default=None, max_length=500, description="token:ID or the OIDC subject claim"
+    )
+    upload_event: str | None = Field(default=None, max_length=50, description="OIDC event_name")
+    upload_ref: str | None = Field(default=None, max_length=255, description="OIDC ref")
+    upload_workflow: str | None = Field(
+        default=None, max_length=500, description="OIDC job_workflow_ref (or workflow)"
+    )
+    fork: bool = Field(
+        default=False, description="uploaded by the allow-listed fork-results workflow"
+    )
 
 
 class Shard(SQLModel, table=True):
     """One uploaded shard; its body hash makes re-uploads idempotent and conflicts detectable."""
 
-    __table_args__ = (UniqueConstraint("run_id", "shard_index"),)
+    __table_args__ = (UniqueConstraint("run_id", "leg", "shard_index"),)
     id: int | None = Field(default=None, primary_key=True)
     run_id: int = Field(foreign_key="run.id")
+    leg: str = Field(default="", max_length=200, description="matrix leg; '' without a matrix")
     shard_index: int
     body_sha256: str = Field(max_length=64)
     environment_id: int = Field(foreign_key="environment.id")
@@ -187,16 +215,24 @@ class CommitParent(SQLModel, table=True):
 
 
 class GitHubDelivery(SQLModel, table=True):
-    """One webhook delivery, kept so GitHub's redeliveries are recognised and not redone."""
+    """One webhook delivery and its work: stored with its payload before the 202, then done by
+    the webhook worker (retried with backoff, resumed after a restart). Only a finished delivery
+    (`done`, `ignored`) makes a redelivery of its GUID a duplicate; `digest` (SHA-256 of the
+    body) makes a replayed body under a fresh GUID one too."""
 
     __tablename__ = "github_delivery"
     id: int | None = Field(default=None, primary_key=True)
     delivery_id: str = Field(max_length=100, unique=True)
     event: str = Field(max_length=50)
     action: str | None = Field(default=None, max_length=50)
-    status: str = Field(max_length=20, description="queued, done, ignored or failed")
+    status: str = Field(max_length=20, description="queued, running, done, ignored or failed")
     detail: str | None = Field(default=None, max_length=2000)
     received_at: datetime = _when(default_factory=utcnow)
+    digest: str | None = Field(default=None, max_length=64, unique=True)
+    payload: dict[str, Any] | None = _json()
+    attempts: int = Field(default=0)
+    next_attempt_at: datetime | None = _when(default=None, index=True)
+    lease_until: datetime | None = _when(default=None)
 
 
 class GitHubPullState(SQLModel, table=True):

@@ -30,7 +30,13 @@ ATTENTION: tuple[Verdict, ...] = (
 class ShardProgress(BaseModel):
     reported: int
     expected: int
-    missing: list[int] = Field(description="shard indexes not uploaded yet")
+    missing: list[int] = Field(description="shard indexes not uploaded yet (on some leg)")
+    legs: list[str] = Field(
+        default_factory=list, description="matrix legs seen; empty for a run without a matrix"
+    )
+    missing_by_leg: dict[str, list[int]] = Field(
+        default_factory=dict, description="per matrix leg, its shard indexes not uploaded yet"
+    )
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -40,6 +46,8 @@ class ShardProgress(BaseModel):
     @computed_field  # type: ignore[prop-decorator]
     @property
     def text(self) -> str:
+        if len(self.legs) > 1:
+            return f"{self.reported}/{self.expected} shards on {len(self.legs)} legs"
         return f"{self.reported}/{self.expected} shards reported"
 
 

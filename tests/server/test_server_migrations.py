@@ -8,7 +8,7 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from conftest import ENGINES, fresh_database
-from sqlalchemy import inspect
+from sqlalchemy import inspect, text
 from sqlmodel import SQLModel
 
 from cpci.server.core import migrate
@@ -60,3 +60,52 @@ def test_sqlite_runs_in_wal_mode(tmp_path: Path) -> None:
             assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
     finally:
         engine.dispose()
+
+
+@pytest.mark.parametrize("kind", ENGINES)
+def test_0003_keeps_existing_rows_and_gives_old_tokens_branch_scope(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """A populated database (results referencing shards referencing runs) goes up and down:
+    SQLite's table copies must not trip over the foreign keys."""
+    engine = create_db_engine(fresh_database(kind, request, tmp_path, migrated=False))
+    try:
+        migrate.upgrade(engine, "0002")
+        with engine.begin() as conn:
+            for statement in OLD_ROWS:
+                conn.execute(text(statement))
+        migrate.upgrade(engine)
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT scope FROM upload_token")).scalar_one() == "branch"
+            assert conn.execute(text("SELECT leg FROM shard")).scalar_one() == ""
+            assert conn.execute(text("SELECT fork FROM run")).scalar_one() in (False, 0)
+            assert conn.execute(text("SELECT count(*) FROM result")).scalar_one() == 1
+        with engine.begin() as conn:  # a second leg of the same shard index now fits
+            conn.execute(
+                text(
+                    "INSERT INTO shard (id, run_id, leg, shard_index, body_sha256, "
+                    "environment_id, result_count, uploaded_at) "
+                    "VALUES (2, 1, 'a100', 0, 'f', 1, 0, '2026-12-01')"
+                )
+            )
+        migrate.downgrade(engine, "0002")  # the extra leg goes; the first stays
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT id FROM shard")).scalars().all() == [1]
+            assert conn.execute(text("SELECT count(*) FROM result")).scalar_one() == 1
+    finally:
+        engine.dispose()
+
+
+OLD_ROWS = (
+    "INSERT INTO repository (id, name, created_at) VALUES (1, 'acme/attn', '2026-12-01')",
+    "INSERT INTO upload_token (id, name, repository_id, token_sha256, created_at) "
+    "VALUES (1, 'old', 1, 'e', '2026-12-01')",
+    "INSERT INTO environment (id, fingerprint) VALUES (1, 'd')",
+    'INSERT INTO run (id, ci_run_id, ci_attempt, "commit", shard_total, repository_id, '
+    "created_at) VALUES (1, '7', 1, 'abcdef0', 1, 1, '2026-12-01')",
+    "INSERT INTO shard (id, run_id, shard_index, body_sha256, environment_id, result_count, "
+    "uploaded_at) VALUES (1, 1, 0, 'c', 1, 1, '2026-12-01')",
+    "INSERT INTO config (id, repository_id, key, nodeid, world_size) VALUES (1, 1, 't@2', 't', 2)",
+    "INSERT INTO result (id, run_id, shard_id, config_id, environment_id, outcome, duration_s, "
+    "attempt, flaky) VALUES (1, 1, 1, 1, 1, 'passed', 1.0, 1, false)",
+)

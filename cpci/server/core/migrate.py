@@ -32,9 +32,24 @@ def downgrade(engine: Engine, revision: str) -> None:
 
 def _run(engine: Engine, revision: str, action: object) -> None:
     config = alembic_config()
-    with engine.begin() as connection:
-        config.attributes["connection"] = connection
-        action(config, revision)  # type: ignore[operator]
+    with engine.connect() as connection:
+        sqlite = connection.dialect.name == "sqlite"
+        if sqlite:
+            # Batch mode copies a table and drops the old one, which SQLite refuses for a table
+            # other rows reference while foreign keys are on; SQLite's own recipe is to switch
+            # them off outside the transaction and check them before committing.
+            connection.connection.driver_connection.execute("PRAGMA foreign_keys=OFF")  # type: ignore[union-attr]
+        try:
+            with connection.begin():
+                config.attributes["connection"] = connection
+                action(config, revision)  # type: ignore[operator]
+                if sqlite:
+                    broken = connection.exec_driver_sql("PRAGMA foreign_key_check").first()
+                    if broken is not None:
+                        raise RuntimeError(f"a migration broke a foreign key: {tuple(broken)}")
+        finally:
+            if sqlite:
+                connection.connection.driver_connection.execute("PRAGMA foreign_keys=ON")  # type: ignore[union-attr]
 
 
 def current_revision(engine: Engine) -> str | None:

@@ -1,6 +1,7 @@
 """Store one shard's upload: all of it in one transaction, or nothing.
 
-Idempotent by design: the shard's identity is (repository, CI run id, attempt, shard index) and
+Idempotent by design: the shard's identity is (repository, CI run id, attempt, matrix leg, shard
+index) and
 its body is remembered by hash, so a retried upload stores nothing twice and a *different* body
 for the same shard is refused with the conflict named. Rows go in with driver-level bulk
 statements (COPY on PostgreSQL, executemany on SQLite), not one ORM object per result, and the
@@ -51,13 +52,18 @@ def ingest_shard(*, session: Session, envelope: RunEnvelope, digest: str) -> Ing
     run = _ensure_run(session=session, repo_id=repo_id, envelope=envelope)
     assert run.id is not None
     existing = session.exec(
-        select(Shard).where(Shard.run_id == run.id, Shard.shard_index == envelope.shard_index)
+        select(Shard).where(
+            Shard.run_id == run.id,
+            Shard.leg == envelope.leg,
+            Shard.shard_index == envelope.shard_index,
+        )
     ).first()
     if existing is not None:
         assert existing.id is not None
         if existing.body_sha256 != digest:
             raise Conflict(
-                f"shard {envelope.shard_index} of run {envelope.ci_run_id} attempt "
+                f"shard {envelope.shard_index}{_on_leg(envelope.leg)} of run "
+                f"{envelope.ci_run_id} attempt "
                 f"{envelope.ci_attempt} was already uploaded with different content "
                 f"(stored sha256 {existing.body_sha256[:12]}, this body {digest[:12]}); "
                 "a rerun must upload under a new ci_attempt"
@@ -66,6 +72,7 @@ def ingest_shard(*, session: Session, envelope: RunEnvelope, digest: str) -> Ing
     env_id = ensure_environment(session=session, environment=envelope.environment)
     shard = Shard(
         run_id=run.id,
+        leg=envelope.leg,
         shard_index=envelope.shard_index,
         body_sha256=digest,
         environment_id=env_id,
@@ -91,6 +98,10 @@ def ingest_shard(*, session: Session, envelope: RunEnvelope, digest: str) -> Ing
     ]  # fmt: skip
     bulk_insert(session=session, model=Result, columns=RESULT_COLUMNS, rows=rows)
     return Ingested("stored", run_id, shard_id, len(rows))
+
+
+def _on_leg(leg: str) -> str:
+    return f" on leg {leg!r}" if leg else ""
 
 
 def _ensure_run(*, session: Session, repo_id: int, envelope: RunEnvelope) -> Run:

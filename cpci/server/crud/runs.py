@@ -2,7 +2,8 @@
 
 "Re-run failed jobs" on GitHub makes a new attempt that uploads only the shards it reran, so a
 shard's results come from the latest attempt that uploaded it, and the run is complete once every
-shard index has been uploaded by some attempt.
+shard index has been uploaded by some attempt on every matrix leg seen (a reusable workflow that
+runs the suite on H100 and on A100 uploads shard 0 twice: once per leg, two shards).
 """
 
 from __future__ import annotations
@@ -29,11 +30,14 @@ from cpci.server.models import (
 )
 from cpci.server.reports import FailingConfig, RunRef, RunSummary, ShardProgress
 
+#: A shard's place in its run: (matrix leg, shard index).
+ShardKey = tuple[str, int]
+
 
 @dataclass(frozen=True)
 class MergedRun:
     runs: Sequence[Run]  # every attempt, oldest first
-    shards: dict[int, Shard]  # shard index -> the latest attempt's upload of it
+    shards: dict[ShardKey, Shard]  # (leg, index) -> the latest attempt's upload of it
     uploads: Sequence[Shard]  # every attempt's uploads: a failure then a passing rerun is flaky
 
     @property
@@ -41,10 +45,24 @@ class MergedRun:
         return self.runs[-1]
 
     @property
+    def legs(self) -> list[str]:
+        """The matrix legs any attempt uploaded for ('' alone for a run without a matrix)."""
+        return sorted({s.leg for s in self.uploads}) or [""]
+
+    @property
     def progress(self) -> ShardProgress:
         total = self.latest.shard_total
-        missing = [i for i in range(total) if i not in self.shards]
-        return ShardProgress(reported=total - len(missing), expected=total, missing=missing)
+        by_leg = {
+            leg: [i for i in range(total) if (leg, i) not in self.shards] for leg in self.legs
+        }
+        missing_count = sum(len(m) for m in by_leg.values())
+        return ShardProgress(
+            reported=total * len(by_leg) - missing_count,
+            expected=total * len(by_leg),
+            missing=sorted({i for m in by_leg.values() for i in m}),
+            legs=list(by_leg) if by_leg.keys() != {""} else [],
+            missing_by_leg={leg: m for leg, m in by_leg.items() if m and leg},
+        )
 
     def ref(self, repository: str, links: Links) -> RunRef:
         run = self.latest
@@ -72,10 +90,10 @@ def merge_runs(*, session: Session, runs: Iterable[Run]) -> list[MergedRun]:
             shards[shard.run_id].append(shard)
     merged = []
     for group in by_ci.values():
-        chosen: dict[int, Shard] = {}
+        chosen: dict[ShardKey, Shard] = {}
         for run in group:  # oldest attempt first, so later attempts overwrite
             for shard in shards[run.id]:
-                chosen[shard.shard_index] = shard
+                chosen[(shard.leg, shard.shard_index)] = shard
         merged.append(MergedRun(group, chosen, [s for run in group for s in shards[run.id]]))
     return sorted(merged, key=lambda m: -(m.latest.id or 0))
 

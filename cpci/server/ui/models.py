@@ -129,6 +129,7 @@ class ConfigOverview(BaseModel):
 
 
 class ShardRow(BaseModel):
+    leg: str = Field(default="", description="matrix leg; '' for a run without a matrix")
     index: int
     state: Literal["reported", "missing"]
     attempt: int | None

@@ -147,12 +147,13 @@ def _shards(session: Session, merged: MergedRun) -> list[ShardRow]:
             world = (int(info.get("index", 0)), int(info.get("world", 0)))
             worlds[shard_id][world] = info.get("start_s")
     out = []
-    for index in range(merged.latest.shard_total):
-        shard = merged.shards.get(index)
+    slots = [(leg, i) for leg in merged.legs for i in range(merged.latest.shard_total)]
+    for leg, index in slots:
+        shard = merged.shards.get((leg, index))
         if shard is None or shard.id is None:
             out.append(
                 ShardRow(
-                    index=index, state="missing", attempt=None, runner=None, labels=[],
+                    leg=leg, index=index, state="missing", attempt=None, runner=None, labels=[],
                     environment_id=None, started_at=None, ended_at=None, wall_s=None,
                     init_s=None, test_s=0.0, other_s=None, worlds=0, results=0, outcomes={},
                 )
@@ -166,6 +167,7 @@ def _shards(session: Session, merged: MergedRun) -> list[ShardRow]:
         spent = test_s[shard.id] + (init or 0.0)
         out.append(
             ShardRow(
+                leg=leg,
                 index=index,
                 state="reported",
                 attempt=attempt_of.get(shard.run_id),

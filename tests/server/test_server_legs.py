@@ -1,0 +1,79 @@
+"""Matrix legs over real HTTP: two legs uploading the same shard index are two shards, both
+counted in the run's progress; a re-send on one leg is a duplicate, a changed body a 409."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from service_builders import REPO, envelope, record
+from sqlalchemy import Engine
+from sqlmodel import Session, col, select
+
+from cpci.server import Settings, create_app
+from cpci.server.models import Shard
+from tests.live_server import serve
+
+
+@pytest.fixture
+def http(engine: Engine, db_url: str, token: str) -> Iterator[httpx.Client]:
+    """REPO's token against a real uvicorn serving this test's database."""
+    app = create_app(Settings(database_url=db_url), engine=engine)
+    with serve(app) as url, httpx.Client(base_url=url, timeout=30) as client:
+        client.headers["Authorization"] = f"Bearer {token}"
+        yield client
+
+
+def test_two_legs_with_the_same_shard_index_are_both_stored(
+    http: httpx.Client, engine: Engine
+) -> None:
+    h100 = envelope([record("p2p")], shard_total=2, leg="gpu,h100")
+    a100 = envelope([record("p2p", "failed", message="nan")], shard_total=2, leg="a100,gpu")
+    first = http.post("/api/v1/uploads", json=h100)
+    assert first.status_code == 201, first.text
+    assert first.json()["shards"]["text"] == "1/2 shards reported"
+    second = http.post("/api/v1/uploads", json=a100)
+    assert second.status_code == 201, second.text
+    progress = second.json()["shards"]
+    assert progress["text"] == "2/4 shards on 2 legs"
+    assert progress["legs"] == ["a100,gpu", "gpu,h100"]
+    assert progress["missing_by_leg"] == {"a100,gpu": [1], "gpu,h100": [1]}
+    with Session(engine) as session:
+        stored = session.exec(select(Shard.leg, Shard.shard_index).order_by(col(Shard.leg))).all()
+    assert stored == [("a100,gpu", 0), ("gpu,h100", 0)]
+    for leg in ("gpu,h100", "a100,gpu"):
+        last = http.post(
+            "/api/v1/uploads", json=envelope([], shard_total=2, shard_index=1, leg=leg)
+        )
+    assert last.json()["shards"] == last.json()["shards"] | {
+        "reported": 4, "expected": 4, "complete": True, "text": "4/4 shards on 2 legs"
+    }  # fmt: skip
+    summary = http.get(f"/api/v1/repos/{REPO}/runs/100").json()
+    assert summary["outcomes"] == {"failed": 1, "passed": 1}
+    assert summary["run"]["shards"]["complete"] is True
+
+
+def test_a_leg_resent_is_a_duplicate_and_a_changed_body_a_conflict(http: httpx.Client) -> None:
+    body = envelope([record("p2p")], leg="a100")
+    assert http.post("/api/v1/uploads", json=body).status_code == 201
+    again = http.post("/api/v1/uploads", json=body)
+    assert (again.status_code, again.json()["status"]) == (200, "duplicate")
+    changed = http.post("/api/v1/uploads", json=envelope([record("a2a")], leg="a100"))
+    assert changed.status_code == 409
+    assert "shard 0 on leg 'a100'" in changed.json()["detail"]
+
+
+def test_an_envelope_without_a_leg_still_validates(http: httpx.Client) -> None:
+    body = envelope([record("p2p")])
+    assert "leg" not in body
+    response = http.post("/api/v1/uploads", json=body)
+    assert response.status_code == 201, response.text
+    assert response.json()["shards"]["legs"] == []
+
+
+@pytest.mark.parametrize("leg", ["x" * 201, "a\x00b"])
+def test_bad_legs_are_422(http: httpx.Client, leg: str) -> None:
+    response = http.post("/api/v1/uploads", json=envelope([record("p2p")], leg=leg))
+    assert response.status_code == 422
+    assert "leg" in [e["path"] for e in response.json()["errors"]]
