@@ -1,153 +1,82 @@
-"""`cpci loss-compare BASELINE TEST`: compare per-step training losses of two runs.
+"""`cpci loss-compare`: compare per-step training losses of two runs.
 
-The usual question after a CP change: does the CP=2 run train like the CP=1 run? Losses are read
-from training logs (a regex with named groups `step` and `loss`; the default matches lines like
-`step: 12 ... loss: 2.3456`) or from JSON lines with `step` and `loss` keys. Exit status: 0 when
-the runs agree (or no check was asked for), 1 at the first diverging step, 2 on a usage error.
+The usual question after a CP change: does the CP=2 run train like the CP=1 run? Either give
+two logs (`cpci loss-compare BASELINE TEST`), or two training commands and let cpci run them
+(`--baseline-cmd CMD --test-cmd CMD [--steps N] [--output-folder DIR]`), as torchtitan's loss
+compare does. Logs are torchtitan's (colours, `[rankN]:` prefixes), plain `step: N loss: X`
+lines, JSON lines with `step` and `loss`, or any format a `--pattern` regex reads (see
+`cpci.loss.logs` for the rules). Exit status: 0 when the runs agree (or no check was asked
+for), 1 at the first diverging step, 2 on a usage error, an unreadable log or a failed training.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
-import re
 import sys
-from dataclasses import asdict, dataclass, field
+import tempfile
 from pathlib import Path
 from typing import Any
 
-_NUMBER = r"[-+]?(?:nan|inf|[0-9.]+(?:[eE][-+]?\d+)?)"
-DEFAULT_PATTERN = rf"step\s*[:=]?\s*(?P<step>\d+)\b.*?\bloss\s*[:=]?\s*(?P<loss>{_NUMBER})"
+from cpci.loss import (
+    LossFileError,
+    Training,
+    TrainingError,
+    as_json,
+    compare_losses,
+    format_table,
+    read_losses,
+    run_training,
+)
+from cpci.loss.logs import compile_pattern
+from cpci.loss.trainings import STEPS_ENV, STEPS_PLACEHOLDER
+
+__all__ = ["LossFileError", "compare_losses", "read_losses", "register", "run"]
 
 
-class LossFileError(ValueError):
-    """A log that cannot be read as losses; the message names the file and what is wrong."""
-
-
-def read_losses(path: Path, pattern: str = DEFAULT_PATTERN) -> dict[int, float]:
-    """Step -> loss from a JSON-lines file (every non-blank line an object) or a text log.
-
-    A step logged twice keeps its last value (a resumed run logs the steps it redoes again).
-    """
-    try:
-        lines = path.read_text().splitlines()
-    except OSError as exc:
-        raise LossFileError(f"cannot read {path}: {exc.strerror}") from exc
-    regex = re.compile(pattern, re.IGNORECASE)
-    if not {"step", "loss"} <= set(regex.groupindex):
-        raise LossFileError(f"--pattern needs named groups 'step' and 'loss', got {pattern!r}")
-    texts = [line for line in lines if line.strip()]
-    json_lines = bool(texts) and all(line.lstrip().startswith("{") for line in texts)
-    losses: dict[int, float] = {}
-    for number, line in enumerate(lines, 1):
-        if json_lines and line.strip():
-            try:
-                record = json.loads(line)
-                losses[int(record["step"])] = float(record["loss"])
-            except (ValueError, KeyError, TypeError) as exc:
-                raise LossFileError(
-                    f"{path}:{number}: JSON line needs numeric 'step' and 'loss': {exc}"
-                ) from exc
-        elif not json_lines and (match := regex.search(line)):
-            losses[int(match["step"])] = float(match["loss"])
-    if not losses:
-        raise LossFileError(f"no losses found in {path} (pattern {pattern!r})")
-    return losses
-
-
-@dataclass
-class Comparison:
-    """The step table and what it says."""
-
-    rows: list[tuple[int, float | None, float | None, float | None]]
-    checked: str  # "exact", "rtol=..,atol=..", or "none"
-    first_divergence: int | None = None
-    reason: str = ""
-    summary: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def ok(self) -> bool:
-        return self.first_divergence is None
-
-
-def compare_losses(
-    baseline: dict[int, float],
-    test: dict[int, float],
-    *,
-    exact: bool = False,
-    rtol: float | None = None,
-    atol: float | None = None,
-) -> Comparison:
-    """Compare step by step; with no `exact` and no tolerance only a missing step diverges."""
-    check = exact or rtol is not None or atol is not None
-    rtol_, atol_ = rtol or 0.0, atol or 0.0
-    checked = "exact" if exact else f"rtol={rtol_:g},atol={atol_:g}" if check else "none"
-    rows: list[tuple[int, float | None, float | None, float | None]] = []
-    result = Comparison(rows, checked)
-    for step in sorted(set(baseline) | set(test)):
-        b, t = baseline.get(step), test.get(step)
-        diff = t - b if b is not None and t is not None else None
-        rows.append((step, b, t, diff))
-        if result.first_divergence is not None:
-            continue
-        if b is None or t is None:
-            result.first_divergence = step
-            result.reason = f"step {step} only in {'test' if b is None else 'baseline'}"
-        elif check and not _agree(b, t, exact, rtol_, atol_):
-            result.first_divergence = step
-            result.reason = f"step {step}: baseline {b!r}, test {t!r}, difference {t - b:.6g}"
-    diffs = [abs(d) for _, _, _, d in rows if d is not None and math.isfinite(d)]
-    rel = [abs(d) / abs(b) for _, b, _, d in rows if d is not None and b and math.isfinite(d)]
-    result.summary = {
-        "steps": len(rows),
-        "compared": sum(d is not None for *_, d in rows),
-        "max_abs_diff": max(diffs, default=0.0),
-        "mean_abs_diff": sum(diffs) / len(diffs) if diffs else 0.0,
-        "max_rel_diff": max(rel, default=0.0),
-    }
-    return result
-
-
-def _agree(b: float, t: float, exact: bool, rtol: float, atol: float) -> bool:
-    if exact:
-        return b == t
-    return math.isfinite(b) and math.isfinite(t) and abs(t - b) <= atol + rtol * abs(b)
-
-
-def _fmt(x: float | None) -> str:
-    return "-" if x is None else f"{x:.6g}"
-
-
-def format_table(comparison: Comparison) -> str:
-    """The step table, a summary line and the verdict, for a terminal."""
-    lines = [f"{'step':>8}  {'baseline':>14}  {'test':>14}  {'difference':>12}"]
-    for step, b, t, d in comparison.rows:
-        mark = "  <-- first divergence" if step == comparison.first_divergence else ""
-        lines.append(f"{step:>8}  {_fmt(b):>14}  {_fmt(t):>14}  {_fmt(d):>12}{mark}")
-    s = comparison.summary
-    lines.append(
-        f"{s['compared']}/{s['steps']} steps compared; max |diff| {s['max_abs_diff']:.3g}, "
-        f"mean |diff| {s['mean_abs_diff']:.3g}, max rel diff {s['max_rel_diff']:.3g} "
-        f"(check: {comparison.checked})"
-    )
-    lines.append("OK: the runs agree" if comparison.ok else f"MISMATCH: {comparison.reason}")
-    return "\n".join(lines)
+class UsageError(ValueError):
+    """Arguments that do not make a comparison; the message says which and what to do."""
 
 
 def register(sub: Any) -> None:
     parser: argparse.ArgumentParser = sub.add_parser(
         "loss-compare",
-        help="compare per-step losses of two training runs (logs or JSON lines)",
-        description="Prints a step table and summary; exit 1 at the first diverging step.",
+        help="compare per-step losses of two training runs (logs, or commands to run)",
+        description="Prints a step table and summary; exit 1 at the first diverging step, "
+        "2 on a usage error, an unreadable log or a failed training.",
     )
-    parser.add_argument("baseline", type=Path, help="log or JSON-lines file of the baseline run")
-    parser.add_argument("test", type=Path, help="log or JSON-lines file of the run under test")
+    parser.add_argument(
+        "baseline", type=Path, nargs="?", help="log or JSON-lines file of the baseline run"
+    )
+    parser.add_argument(
+        "test", type=Path, nargs="?", help="log or JSON-lines file of the run under test"
+    )
+    runs = parser.add_argument_group("run the trainings (instead of giving two logs)")
+    runs.add_argument("--baseline-cmd", metavar="CMD", help="the baseline training command")
+    runs.add_argument("--test-cmd", metavar="CMD", help="the training command under test")
+    runs.add_argument(
+        "--steps",
+        type=int,
+        help=f"steps to train: replaces {STEPS_PLACEHOLDER} in the commands and is set as "
+        f"{STEPS_ENV} in their environment",
+    )
+    runs.add_argument(
+        "--output-folder",
+        type=Path,
+        help="where the two logs (baseline.log, test.log) are kept (default: a new temp dir)",
+    )
+    runs.add_argument(
+        "--train-timeout", type=float, metavar="S", help="stop a training after S seconds"
+    )
     parser.add_argument(
         "--pattern",
-        default=DEFAULT_PATTERN,
-        help="regex with named groups 'step' and 'loss' for text logs "
-        "(default matches: step: N ... loss: X)",
+        help="regex with named groups 'step' and 'loss' for other text log formats "
+        "(default: torchtitan's and 'step: N ... loss: X' lines)",
+    )
+    parser.add_argument(
+        "--rank",
+        type=int,
+        help="compare the lines of this rank ([rankN]: prefixes); default rank 0",
     )
     parser.add_argument("--assert-equal", action="store_true", help="losses must match exactly")
     parser.add_argument("--rtol", type=float, help="relative tolerance |t-b| <= atol + rtol*|b|")
@@ -157,18 +86,12 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.assert_equal and (args.rtol is not None or args.atol is not None):
-        print("cpci loss-compare: --assert-equal excludes --rtol/--atol", file=sys.stderr)
-        return 2
-    for name in ("rtol", "atol"):
-        value = getattr(args, name)
-        if value is not None and not value >= 0:
-            print(f"cpci loss-compare: --{name} must be >= 0, got {value}", file=sys.stderr)
-            return 2
     try:
-        baseline = read_losses(args.baseline, args.pattern)
-        test = read_losses(args.test, args.pattern)
-    except (LossFileError, re.error) as exc:
+        _check(args)
+        baseline_log, test_log = _logs(args)
+        baseline = read_losses(baseline_log, args.pattern, rank=args.rank)
+        test = read_losses(test_log, args.pattern, rank=args.rank)
+    except (UsageError, LossFileError, TrainingError) as exc:
         print(f"cpci loss-compare: {exc}", file=sys.stderr)
         return 2
     comparison = compare_losses(
@@ -181,16 +104,49 @@ def run(args: argparse.Namespace) -> int:
     return 0 if comparison.ok else 1
 
 
-def as_json(comparison: Comparison) -> dict[str, Any]:
-    """The comparison as strict JSON (NaN and infinities become the strings "nan", "inf")."""
-    columns = ("step", "baseline", "test", "difference")
-    payload = asdict(comparison)
-    payload["ok"] = comparison.ok
-    payload["rows"] = [
-        {c: _json_number(v) for c, v in zip(columns, row, strict=True)} for row in comparison.rows
-    ]
-    return payload
+def _check(args: argparse.Namespace) -> None:
+    if args.assert_equal and (args.rtol is not None or args.atol is not None):
+        raise UsageError("--assert-equal excludes --rtol/--atol")
+    for name in ("rtol", "atol", "train_timeout"):
+        value = getattr(args, name)
+        if value is not None and not value >= 0:
+            raise UsageError(f"--{name.replace('_', '-')} must be >= 0, got {value}")
+    compile_pattern(args.pattern)
+    if args.rank is not None and args.rank < 0:
+        raise UsageError(f"--rank must be >= 0, got {args.rank}")
+    if args.steps is not None and args.steps < 1:
+        raise UsageError(f"--steps must be >= 1, got {args.steps}")
+    commands = args.baseline_cmd is not None, args.test_cmd is not None
+    files = args.baseline is not None, args.test is not None
+    if any(commands) and any(files):
+        raise UsageError("give two logs or --baseline-cmd and --test-cmd, not both")
+    if any(commands) and not all(commands):
+        missing = "--test-cmd" if args.test_cmd is None else "--baseline-cmd"
+        raise UsageError(f"{missing} is missing: the run mode needs both commands")
+    if not any(commands) and not all(files):
+        raise UsageError(
+            "give two logs (cpci loss-compare BASELINE TEST) or two trainings to run "
+            "(--baseline-cmd CMD --test-cmd CMD)"
+        )
+    if not any(commands) and (args.steps is not None or args.output_folder is not None):
+        raise UsageError("--steps and --output-folder only apply with --baseline-cmd/--test-cmd")
 
 
-def _json_number(x: float | None) -> float | str | None:
-    return x if x is None or math.isfinite(x) else str(x)
+def _logs(args: argparse.Namespace) -> tuple[Path, Path]:
+    """The two logs to compare: the files given, or those of the trainings, run one by one."""
+    if args.baseline_cmd is None:
+        return args.baseline, args.test
+    folder: Path = args.output_folder or Path(tempfile.mkdtemp(prefix="cpci-loss-compare-"))
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--output-folder {folder}: {exc.strerror}") from exc
+    trainings = Training("baseline", args.baseline_cmd), Training("test", args.test_cmd)
+    for training in trainings:  # fail on a bad command before spending a training on the other
+        training.argv(args.steps)
+    logs = []
+    for training in trainings:
+        print(f"cpci loss-compare: running the {training.name} training", file=sys.stderr)
+        logs.append(run_training(training, folder, steps=args.steps, timeout=args.train_timeout))
+    print(f"cpci loss-compare: logs in {folder}", file=sys.stderr)
+    return logs[0], logs[1]

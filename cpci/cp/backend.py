@@ -119,3 +119,37 @@ def apply_backends(choice: BackendChoice) -> Iterator[None]:
     finally:
         if suspend_fa3:
             activate_flash_attention_impl("FA3")
+
+
+def backends_in_force() -> frozenset[str]:
+    """The SDPA backends torch may pick right now (its global flags), by `SDPBackend` name.
+
+    What a test reads inside an attention call to see that the policy, not the default, rules.
+    """
+    flags = {
+        "FLASH_ATTENTION": torch.backends.cuda.flash_sdp_enabled,
+        "EFFICIENT_ATTENTION": torch.backends.cuda.mem_efficient_sdp_enabled,
+        "CUDNN_ATTENTION": torch.backends.cuda.cudnn_sdp_enabled,
+        "MATH": torch.backends.cuda.math_sdp_enabled,
+    }
+    return frozenset(name for name, enabled in flags.items() if enabled())
+
+
+def attention_policy(
+    *, device: Any, cp_size: int, head_dim: int, dtype: Any, training: bool = True
+) -> contextlib.AbstractContextManager[None]:
+    """The policy for one CP attention site, entered: wrap every CP attention call in it.
+
+    Determinism comes from torch's own switch (`torch.use_deterministic_algorithms`), so a
+    deterministic run gets the FA3 rule without passing anything.
+    """
+    request = AttentionRequest(
+        device=torch.device(device).type,
+        cp_size=cp_size,
+        training=training,
+        head_dim_qk=head_dim,
+        head_dim_v=head_dim,
+        deterministic=torch.are_deterministic_algorithms_enabled(),
+        dtype=dtype,
+    )
+    return apply_backends(choose_backends(request))

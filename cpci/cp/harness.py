@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from cpci.cp.backend import attention_policy
 from cpci.cp.balancer import SequenceBalancer
 from cpci.cp.oracle import Reference, reference_attention
 from cpci.cp.shapes import Layout, seq_dim
@@ -79,6 +80,8 @@ def run_sharded(
     """CP forward and backward of this rank's shard; full-sequence out, dq, dk, dv (collective).
 
     `around` wraps both passes (a foreign CP stack may need to stay enabled for its backward).
+    Both also run under the SDPA backend policy (`backend.attention_policy`): with cp > 1 only
+    FLASH and EFFICIENT, so no CP config can reach cuDNN, whichever stack it drives.
     """
     balancer = SequenceBalancer(spec.seq, cp_size, head_tail=spec.load_balance)
     dim = seq_dim(spec.layout)
@@ -86,7 +89,10 @@ def run_sharded(
         balancer.shard(x, dim, rank) for x in (inputs.q, inputs.k, inputs.v, inputs.dout)
     )
     q, k, v = (x.detach().requires_grad_() for x in (q, k, v))
-    with around():
+    policy = attention_policy(
+        device=q.device, cp_size=cp_size, head_dim=spec.head_dim, dtype=spec.dtype
+    )
+    with policy, around():
         out = fn(q, k, v)
         out.backward(dout)
     local = {"out": out.detach(), "dq": q.grad, "dk": k.grad, "dv": v.grad}

@@ -4,9 +4,16 @@ With cp = 1 attention is plain SDPA on the whole sequence; with cp > 1 each rank
 head-tail shard of the tokens (positions from `SequenceBalancer`, used for the position
 embedding), attention is `p2p_attention`, the loss is summed over ranks and the gradients are
 all-reduced. The per-step losses of the two must agree: that is the end-to-end check that CP
-changes nothing but the speed. Run `python -m cpci.cp.train_example --out cp1.log`, then
-`torchrun --nproc-per-node 2 -m cpci.cp.train_example --out cp2.log`, then
-`cpci loss-compare cp1.log cp2.log --rtol 1e-5`.
+changes nothing but the speed. Attention runs under the SDPA backend policy (`cpci.cp.backend`).
+
+`python -m cpci.cp.train_example --cp 2 --steps 5` spawns its own 2-rank gloo world on CPU
+(`--cp 1`, the default, trains on one process); under `torchrun` it joins torchrun's world
+instead. Rank 0 prints `step: N | loss: X` lines (or writes them to `--out`). `--steps`
+defaults to `CPCI_STEPS` (what `cpci loss-compare --steps` sets), else 20. The comparison:
+
+    cpci loss-compare --steps 5 --rtol 1e-5 \
+        --baseline-cmd "python -m cpci.cp.train_example --cp 1 --steps {steps}" \
+        --test-cmd "python -m cpci.cp.train_example --cp 2 --steps {steps}"
 
 Legend: B batch, S sequence (local shard under CP), H heads, D head dim, E model width, V vocab.
 """
@@ -15,8 +22,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +33,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
+from cpci.cp.backend import attention_policy
 from cpci.cp.balancer import SequenceBalancer
 from cpci.cp.p2p import p2p_attention
 
@@ -108,13 +117,14 @@ def train(
         start_B1 = torch.randint(0, cfg.vocab, (cfg.batch, 1), generator=data)
         tokens_BS = (start_B1 + torch.arange(cfg.seq + 1)) % cfg.vocab
         inputs_BS, labels_BS = tokens_BS[:, :-1], tokens_BS[:, 1:]
-        logits_BSV = model(inputs_BS[:, positions_S], positions_S, group)
-        loss_sum = F.cross_entropy(
-            logits_BSV.flatten(0, 1), labels_BS[:, positions_S].flatten(), reduction="sum"
-        )
-        loss = loss_sum / labels_BS.numel()  # the mean over the full sequence, once summed
-        optimizer.zero_grad()
-        loss.backward()
+        with policy_for(cfg, cp):
+            logits_BSV = model(inputs_BS[:, positions_S], positions_S, group)
+            loss_sum = F.cross_entropy(
+                logits_BSV.flatten(0, 1), labels_BS[:, positions_S].flatten(), reduction="sum"
+            )
+            loss = loss_sum / labels_BS.numel()  # the mean over the full sequence, once summed
+            optimizer.zero_grad()
+            loss.backward()
         total = loss.detach().clone()
         if group is not None:
             dist.all_reduce(total, group=group)
@@ -125,26 +135,76 @@ def train(
     return losses
 
 
+def policy_for(cfg: TinyConfig, cp: int) -> Any:
+    """The SDPA backend policy of this model's attention (forward and backward) at CP size `cp`."""
+    return attention_policy(
+        device="cpu", cp_size=cp, head_dim=cfg.width // cfg.heads, dtype=torch.float32
+    )
+
+
 def format_log(losses: Sequence[float]) -> str:
     """Training-log lines in the format `cpci loss-compare` reads by default."""
     return "".join(f"step: {i} | loss: {loss!r}\n" for i, loss in enumerate(losses, 1))
 
 
+def _spawned_rank(
+    rank: int, cp: int, store_path: str, steps: int, cfg: TinyConfig, out: Path | None
+) -> None:
+    store = dist.FileStore(store_path, cp)
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=cp)
+    try:
+        losses = train(steps, group=dist.group.WORLD, cfg=cfg)
+        if rank == 0:
+            _emit(format_log(losses), out)
+    finally:
+        dist.destroy_process_group()
+
+
+def _default_steps() -> int:
+    value = os.environ.get("CPCI_STEPS", "20")
+    if not value.isdigit() or int(value) < 1:
+        raise SystemExit(f"CPCI_STEPS must be a whole number >= 1, got {value!r}")
+    return int(value)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--steps", type=int, help="steps to train (default: CPCI_STEPS, or 20)")
+    parser.add_argument("--cp", type=int, default=1, help="CP size: ranks to spawn (gloo, CPU)")
+    parser.add_argument("--lr", type=float, default=TinyConfig.lr, help="SGD learning rate")
     parser.add_argument("--out", type=Path, help="write the step/loss log here (rank 0)")
     args = parser.parse_args(argv)
-    distributed = "RANK" in os.environ
-    if distributed:
+    steps = args.steps if args.steps is not None else _default_steps()
+    if steps < 1 or args.cp < 1:
+        parser.error(f"--steps and --cp must be >= 1, got {steps} and {args.cp}")
+    cfg = replace(TinyConfig(), lr=args.lr)
+    if "RANK" in os.environ:  # under torchrun: its world is the CP group
         dist.init_process_group("gloo")
-    losses = train(args.steps, group=dist.group.WORLD if distributed else None)
-    if not distributed or dist.get_rank() == 0:
-        text = format_log(losses)
-        args.out.write_text(text) if args.out else print(text, end="")
-    if distributed:
+        losses = train(steps, group=dist.group.WORLD, cfg=cfg)
+        if dist.get_rank() == 0:
+            _emit(format_log(losses), args.out)
         dist.destroy_process_group()
+    elif args.cp == 1:
+        _emit(format_log(train(steps, cfg=cfg)), args.out)
+    else:
+        _spawn(args.cp, steps, cfg, args.out)
     return 0
+
+
+def _spawn(cp: int, steps: int, cfg: TinyConfig, out: Path | None) -> None:
+    """Train on `cp` spawned ranks that meet through a file store (no port to race for)."""
+    import torch.multiprocessing as mp
+
+    with tempfile.TemporaryDirectory(prefix="cpci-train-") as tmp:
+        config = (cp, f"{tmp}/store", steps, cfg, out)
+        mp.start_processes(_spawned_rank, config, nprocs=cp, start_method="spawn")
+
+
+def _emit(text: str, out: Path | None) -> None:
+    if out is None:
+        print(text, end="", flush=True)
+    else:
+        out.write_text(text)
 
 
 if __name__ == "__main__":

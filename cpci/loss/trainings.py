@@ -1,0 +1,92 @@
+"""Run a training command and keep its log, for `cpci loss-compare --baseline-cmd/--test-cmd`.
+
+torchtitan's loss compare runs the baseline and the test training itself; so does this. A
+command is split like a shell would split it (`shlex`), but runs without a shell: no globbing,
+no pipes, no `$VAR` expansion, so a command taken from CI configuration cannot smuggle in a
+second one. The step count reaches the training two ways: `{steps}` in the command is replaced
+by it, and the environment variable `CPCI_STEPS` holds it. stdout and stderr go to one log file
+in the output folder, which is kept for inspection; that file is what the losses are read from.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+
+STEPS_ENV = "CPCI_STEPS"
+STEPS_PLACEHOLDER = "{steps}"
+TAIL_LINES = 20
+
+
+class TrainingError(RuntimeError):
+    """A training that could not start or exited non-zero; the message quotes its log's tail."""
+
+
+@dataclass(frozen=True)
+class Training:
+    """One training to run: its name (`baseline` or `test`, also the log's name) and command."""
+
+    name: str
+    command: str
+
+    def argv(self, steps: int | None) -> list[str]:
+        """The command split into arguments, with `{steps}` filled in."""
+        try:
+            argv = shlex.split(self.command)
+        except ValueError as exc:
+            raise TrainingError(f"--{self.name}-cmd {self.command!r}: {exc}") from exc
+        if not argv:
+            raise TrainingError(f"--{self.name}-cmd is empty")
+        if any(STEPS_PLACEHOLDER in arg for arg in argv) and steps is None:
+            raise TrainingError(
+                f"--{self.name}-cmd uses {STEPS_PLACEHOLDER} but no --steps was given"
+            )
+        if steps is None:
+            return argv
+        return [arg.replace(STEPS_PLACEHOLDER, str(steps)) for arg in argv]
+
+
+def run_training(
+    training: Training, folder: Path, *, steps: int | None, timeout: float | None = None
+) -> Path:
+    """Run `training` to completion, its output in `folder/<name>.log`; returns that path.
+
+    Raises TrainingError when the command cannot start, times out or exits non-zero.
+    """
+    argv = training.argv(steps)
+    log = folder / f"{training.name}.log"
+    env = dict(os.environ)
+    if steps is not None:
+        env[STEPS_ENV] = str(steps)
+    try:
+        with log.open("wb") as out:
+            process = subprocess.run(
+                argv, stdout=out, stderr=subprocess.STDOUT, env=env, timeout=timeout, check=False
+            )
+    except FileNotFoundError as exc:
+        raise TrainingError(
+            f"the {training.name} training cannot start: {argv[0]!r} not found "
+            f"(--{training.name}-cmd {training.command!r})"
+        ) from exc
+    except subprocess.TimeoutExpired as exc:
+        raise TrainingError(
+            f"the {training.name} training ran past {timeout:g} s and was stopped\n{log_tail(log)}"
+        ) from exc
+    if process.returncode != 0:
+        raise TrainingError(
+            f"the {training.name} training exited with status {process.returncode} "
+            f"({shlex.join(argv)}); fix it, then rerun\n{log_tail(log)}"
+        )
+    return log
+
+
+def log_tail(log: Path, lines: int = TAIL_LINES) -> str:
+    """The last `lines` lines of `log`, headed by its path, for an error message."""
+    with log.open(errors="replace") as text:
+        tail = deque(text, maxlen=lines)
+    body = "".join(tail).rstrip("\n") or "(the log is empty)"
+    return f"last {len(tail)} lines of {log}:\n{body}"
