@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
 import httpx
@@ -28,12 +29,19 @@ from cpci.server.core.metrics import Metrics, MetricsMiddleware
 from cpci.server.core.oidc import OidcVerifier
 from cpci.server.links import Links
 from cpci.server.ui import install_ui
+from cpci.server.webhook_handling import DeliveryContext, handle_delivery
+from cpci.server.webhook_worker import WebhookWorker, WorkerPolicy
 
 
 def create_app(
-    settings: Settings, *, engine: Engine | None = None, oidc_http: httpx.Client | None = None
+    settings: Settings,
+    *,
+    engine: Engine | None = None,
+    oidc_http: httpx.Client | None = None,
+    webhook_policy: WorkerPolicy | None = None,
 ) -> FastAPI:
-    """The ASGI app. `engine` and `oidc_http` may be injected (tests); else made from settings."""
+    """The ASGI app. `engine`, `oidc_http` and the webhook worker's retry policy may be injected
+    (tests); else made from settings."""
     own_engine = engine is None
     engine = engine or create_db_engine(settings.database_url)
     own_http = oidc_http is None and settings.oidc_enabled
@@ -45,7 +53,10 @@ def create_app(
         # process: keep it out of the cycle collector's full passes, which an upload or report
         # (tens of thousands of objects) otherwise triggers, rescanning all of it each time.
         gc.freeze()
+        worker = _webhook_worker(_app, settings, engine, webhook_policy)
         yield
+        if worker is not None:
+            worker.stop()
         if own_http and http is not None:
             http.close()
         if own_engine:
@@ -83,6 +94,22 @@ def create_app(
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     _document_upload_body(app)
     return app
+
+
+def _webhook_worker(
+    app: FastAPI, settings: Settings, engine: Engine, policy: WorkerPolicy | None
+) -> WebhookWorker | None:
+    """Start the thread that works off stored webhook deliveries (queued ones from before a
+    restart too), where webhooks are on. A test may set `app.state.github_transport` first."""
+    if settings.github_webhook_secret is None:
+        return None
+    policy = policy or WorkerPolicy()
+    transport = getattr(app.state, "github_transport", None)
+    context = DeliveryContext(engine, settings, app.state.links, transport, policy.github_retry)
+    worker = WebhookWorker(engine, partial(handle_delivery, context), policy=policy)
+    app.state.webhook_worker = worker
+    worker.start()
+    return worker
 
 
 def _document_upload_body(app: FastAPI) -> None:

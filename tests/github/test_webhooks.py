@@ -5,37 +5,31 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
-from fastapi.testclient import TestClient
 from openapi_schema_validator import OAS30Validator
-from sqlalchemy import Engine
 from sqlmodel import Session, select
 
 from cpci.github.comment import state_of
 from cpci.github.webhooks import sign, signature_ok
-from cpci.server import Settings, create_app
 from cpci.server.core.db import create_db_engine
 from cpci.server.core.migrate import upgrade
-from cpci.server.crud.tokens import create_token
 from cpci.server.models import GitHubDelivery
 from tests.github.contract import require_reference, webhook_schema
 from tests.github.fake_github import FakeGitHub
-
-SECRET = "It's a Secret to Everybody"
-HELLO = "Codertocat/Hello-World"
-OCTO = "octo-org/octo-repo"
-PR_HEAD, PR_BASE = (
-    "ec26c3e57ca3a959ca5aad62de7213c562f8c821",
-    "f95f852bd8fca8fcc58a9a2d6c842781e32a215e",
+from tests.github.service_bot import (
+    EXAMPLE_RULES,
+    HELLO,
+    OCTO,
+    PR_BASE,
+    PR_HEAD,
+    RUN_HEAD,
+    SECRET,
+    V2,
+    Bot,
+    running_bot,
 )
-RUN_HEAD = "3484a3fb816e0859fd6e1cea078d76385ff50625"
-V1 = "nemo_rl/models/policy/workers/dtensor_policy_worker.py"
-V2 = "nemo_rl/models/policy/workers/dtensor_policy_worker_v2.py"
-EXAMPLE_RULES = (Path(__file__).parents[2] / "examples" / "cpci.yml").read_text()
 
 
 def test_github_signs_as_documented() -> None:
@@ -63,62 +57,13 @@ def test_replayed_payloads_follow_githubs_schema(payload: str, schema: str) -> N
     OAS30Validator(webhook_schema(schema)).validate(data)
 
 
-@dataclass
-class Bot:
-    http: TestClient
-    fake: FakeGitHub
-    engine: Engine
-    tokens: dict[str, str]
-
-    def deliver(
-        self, name: str, delivery: str, *, event: str | None = None, signature: str | None = "ok"
-    ) -> Any:
-        body = (require_reference() / "webhooks" / name).read_bytes()
-        headers = {"X-GitHub-Event": event or name.split(".")[0], "X-GitHub-Delivery": delivery,
-                   "Content-Type": "application/json"}  # fmt: skip
-        if signature is not None:
-            headers["X-Hub-Signature-256"] = sign(SECRET, body) if signature == "ok" else signature
-        return self.http.post("/github/webhook", content=body, headers=headers)
-
-    def deliveries(self) -> list[tuple[str, str]]:
-        with Session(self.engine) as session:
-            rows = session.exec(select(GitHubDelivery)).all()
-            return [(r.delivery_id, r.status) for r in rows]
-
-    def upload(self, repo: str, commit: str, outcomes: dict[str, str], **fields: Any) -> None:
-        results = [
-            {"schema": "cpci.result/1", "nodeid": f"tests/test_cp.py::test_attn[{name}]",
-             "world_size": 2, "outcome": outcome, "duration_s": 1.0,
-             "rank_errors": [{"rank": 1, "phase": "call", "message": "@octocat max err 0.3"}]
-             if outcome == "failed" else []}
-            for name, outcome in outcomes.items()
-        ]  # fmt: skip
-        body = {"schema": "cpci.run/1", "repository": repo, "commit": commit,
-                "ci_run_id": f"run-{commit[:6]}", "results": results, **fields}  # fmt: skip
-        response = self.http.post(
-            "/api/v1/uploads", json=body, headers={"Authorization": f"Bearer {self.tokens[repo]}"}
-        )
-        assert response.status_code == 201, response.text
-
-
 @pytest.fixture
 def bot(tmp_path: Path) -> Iterator[Bot]:
     require_reference()
     engine = create_db_engine(f"sqlite:///{tmp_path / 'cpci.db'}")
     upgrade(engine)
-    with Session(engine) as session:
-        tokens = {r: create_token(session=session, repository=r).token for r in (HELLO, OCTO)}
-        session.commit()
-    settings = Settings(
-        database_url=str(engine.url), github_webhook_secret=SECRET, github_token="ghs_test",
-        github_api_url="http://127.0.0.1", public_url="https://cpci.example.com",
-        github_bot_login="cpci-bot[bot]",
-    )  # fmt: skip
-    fake = FakeGitHub()
-    app = create_app(settings, engine=engine)
-    app.state.github_transport = fake.transport()
-    with TestClient(app) as http:
-        yield Bot(http, fake, engine, tokens)
+    with running_bot(engine, FakeGitHub()) as running:
+        yield running
     engine.dispose()
 
 
@@ -210,10 +155,6 @@ def test_github_failure_is_recorded_on_the_delivery(bot: Bot) -> None:
 
 def test_a_payload_missing_its_fields_fails_the_delivery_not_the_service(bot: Bot) -> None:
     body = json.dumps({"action": "opened", "number": 2}).encode()
-    response = bot.http.post(
-        "/github/webhook", content=body,
-        headers={"X-GitHub-Event": "pull_request", "X-GitHub-Delivery": "d-x",
-                 "X-Hub-Signature-256": sign(SECRET, body)},
-    )  # fmt: skip
+    response = bot.deliver("", "d-x", event="pull_request", body=body)
     assert response.status_code == 202
     assert bot.deliveries() == [("d-x", "failed")]

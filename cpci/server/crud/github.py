@@ -1,35 +1,157 @@
-"""The bot's memory: webhook deliveries seen, and what was published on each PR."""
+"""The bot's memory: webhook deliveries (a durable work queue), and what was published on
+each PR."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from sqlalchemy import and_, func, or_
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from cpci.github.bot import PullState
 from cpci.github.consistency import ConsistencyResult
-from cpci.server.models import GitHubDelivery, GitHubPullState, Repository, Run, utcnow
+from cpci.server.models import GitHubDelivery, GitHubPullState, Repository, Run, as_utc, utcnow
+
+#: Statuses after which a redelivery of the same GUID is a duplicate; any other is redone.
+FINISHED = frozenset({"done", "ignored"})
+Receipt = Literal["new", "requeued", "duplicate", "replay"]
+
+
+@dataclass(frozen=True)
+class QueuedDelivery:
+    """A delivery a worker has claimed: what it needs to act on it."""
+
+    delivery_id: str
+    event: str
+    action: str | None
+    payload: dict[str, Any]
+    attempts: int  # including this one
 
 
 def record_delivery(
-    *, session: Session, delivery_id: str, event: str, action: str | None, status: str
-) -> bool:
-    """Store a delivery; False when it was stored before (a redelivery)."""
-    session.add(GitHubDelivery(delivery_id=delivery_id, event=event, action=action, status=status))
+    *,
+    session: Session,
+    delivery_id: str,
+    event: str,
+    action: str | None,
+    status: Literal["queued", "ignored"],
+    digest: str,
+    payload: dict[str, Any] | None,
+    now: datetime,
+) -> Receipt:
+    """Store a delivery (queued work with its payload, or ignored) before it is answered.
+
+    A GUID seen before is a `duplicate` only once its work finished; a queued, running or failed
+    one is queued again (GitHub's manual redelivery is how a person retries). A body stored
+    before under another GUID is a `replay` and is not stored again.
+    """
+    existing = _delivery(session, delivery_id)
+    if existing is not None:
+        if existing.status in FINISHED:
+            return "duplicate"
+        _queue(existing, now)
+        existing.payload = payload if payload is not None else existing.payload
+        session.add(existing)
+        session.commit()
+        return "requeued"
+    if session.exec(select(GitHubDelivery.id).where(GitHubDelivery.digest == digest)).first():
+        return "replay"
+    row = GitHubDelivery(
+        delivery_id=delivery_id,
+        event=event,
+        action=action,
+        status=status,
+        digest=digest,
+        payload=payload,
+        next_attempt_at=now if status == "queued" else None,
+    )
+    session.add(row)
     try:
         session.commit()
-    except IntegrityError:
+    except IntegrityError:  # the same GUID or body arrived at once on another request
         session.rollback()
-        return False
-    return True
+        return "duplicate" if _delivery(session, delivery_id) is not None else "replay"
+    return "new"
 
 
-def finish_delivery(*, session: Session, delivery_id: str, status: str, detail: str = "") -> None:
+def claim_delivery(*, session: Session, now: datetime, lease_s: float) -> QueuedDelivery | None:
+    """Take the oldest due delivery (queued and due, or running with a lapsed lease: its worker
+    died) and hold it for `lease_s`. `session` must be a write session (SQLite: BEGIN IMMEDIATE);
+    on PostgreSQL, `SKIP LOCKED` lets replicas claim side by side, never the same row."""
+    due = or_(
+        and_(col(GitHubDelivery.status) == "queued", col(GitHubDelivery.next_attempt_at) <= now),
+        and_(col(GitHubDelivery.status) == "running", col(GitHubDelivery.lease_until) < now),
+    )
     row = session.exec(
-        select(GitHubDelivery).where(GitHubDelivery.delivery_id == delivery_id)
-    ).one()
-    row.status, row.detail = status, detail[:2000] or None
+        select(GitHubDelivery)
+        .where(due)
+        .order_by(col(GitHubDelivery.next_attempt_at), col(GitHubDelivery.id))
+        .limit(1)
+        .with_for_update(skip_locked=True)
+    ).first()
+    if row is None:
+        session.rollback()
+        return None
+    row.status, row.attempts = "running", row.attempts + 1
+    row.lease_until = now + timedelta(seconds=lease_s)
+    claimed = QueuedDelivery(
+        row.delivery_id, row.event, row.action, row.payload or {}, row.attempts
+    )
     session.add(row)
     session.commit()
+    return claimed
+
+
+def next_due(*, session: Session) -> datetime | None:
+    """When the next delivery falls due (a queued one's time, or a running one's lease end)."""
+    times = [
+        session.exec(
+            select(func.min(col(GitHubDelivery.next_attempt_at))).where(
+                GitHubDelivery.status == "queued"
+            )
+        ).one(),
+        session.exec(
+            select(func.min(col(GitHubDelivery.lease_until))).where(
+                GitHubDelivery.status == "running"
+            )
+        ).one(),
+    ]
+    known = [as_utc(t) for t in times if t is not None]
+    return min(known) if known else None
+
+
+def finish_delivery(
+    *,
+    session: Session,
+    delivery_id: str,
+    status: Literal["done", "failed"],
+    detail: str = "",
+    retry_at: datetime | None = None,
+) -> None:
+    """Record the outcome; a failure with `retry_at` is queued again for then."""
+    row = _delivery(session, delivery_id)
+    if row is None:
+        return
+    if retry_at is not None:
+        row.status, row.next_attempt_at = "queued", retry_at
+    else:
+        row.status, row.next_attempt_at = status, None
+    row.detail, row.lease_until = detail[:2000] or None, None
+    session.add(row)
+    session.commit()
+
+
+def _queue(row: GitHubDelivery, now: datetime) -> None:
+    row.status, row.attempts, row.next_attempt_at, row.lease_until = "queued", 0, now, None
+
+
+def _delivery(session: Session, delivery_id: str) -> GitHubDelivery | None:
+    return session.exec(
+        select(GitHubDelivery).where(GitHubDelivery.delivery_id == delivery_id)
+    ).first()
 
 
 def load_pull_state(*, session: Session, repository: str, number: int) -> PullState | None:

@@ -1,0 +1,165 @@
+"""Acting on one stored webhook delivery: which PRs it concerns, then the bot's refresh of each.
+
+Runs on the webhook worker's thread, never on a request thread. `pull_request` events re-check
+file consistency (and so the acknowledgements: labels, body edits) and refresh the comment and
+check run; `workflow_run` completed refreshes them with the final verdict. The outcome says
+whether trying again later could help (GitHub down or rate limited) or not (a payload without
+its fields, a token that may not comment).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from sqlalchemy import Engine
+from sqlmodel import Session, select
+
+from cpci.github.auth import auth_from
+from cpci.github.bot import BotSettings, refresh
+from cpci.github.client import GitHubClient
+from cpci.github.errors import GitHubError, RateLimited, ServerError, Unreachable
+from cpci.github.retry import RetryPolicy
+from cpci.server.core.config import Settings
+from cpci.server.core.errors import NotFound
+from cpci.server.crud import github as state
+from cpci.server.crud.github import QueuedDelivery
+from cpci.server.crud.reports import pull_request_report
+from cpci.server.links import Links
+from cpci.server.models import Repository
+from cpci.server.reports import PullRequestReport
+
+log = logging.getLogger(__name__)
+
+#: The events and actions the bot acts on; any other delivery is stored as `ignored`.
+HANDLED: dict[str, frozenset[str]] = {
+    "pull_request": frozenset(
+        {"opened", "synchronize", "reopened", "edited", "labeled", "unlabeled"}
+    ),
+    "workflow_run": frozenset({"completed"}),
+}
+#: Failures that may pass by themselves: worth another attempt after a backoff.
+TRANSIENT = (Unreachable, ServerError, RateLimited)
+#: The GitHub client's own retries stay short: the worker's backoff handles long outages, so one
+#: delivery never holds the worker for a 15-minute rate-limit wait.
+WORKER_RETRY = RetryPolicy(attempts=3, max_backoff_s=5.0, max_wait_s=30.0)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How an attempt ended; `retryable` failures are queued again."""
+
+    status: str  # "done" or "failed"
+    detail: str
+    retryable: bool = False
+
+
+@dataclass(frozen=True)
+class DeliveryContext:
+    """What acting on a delivery needs from the app: its database, settings and GitHub."""
+
+    engine: Engine
+    settings: Settings
+    links: Links
+    transport: httpx.BaseTransport | None = None
+    github_retry: RetryPolicy = WORKER_RETRY
+
+
+def handles(event: str, action: Any) -> bool:
+    """Whether the bot acts on this event and action."""
+    return action in HANDLED.get(event, frozenset())
+
+
+def handle_delivery(context: DeliveryContext, delivery: QueuedDelivery) -> Outcome:
+    """Act on `delivery`; failures come back as an `Outcome`, never raised."""
+    event, payload = delivery.event, delivery.payload
+    try:
+        repo = str(payload["repository"]["full_name"])
+        numbers = _pull_requests(context.engine, event, payload, repo)
+        with _client(context, payload) as client:
+            for number in numbers:
+                _refresh_one(context, client, repo, number, event)
+    except TRANSIENT as exc:
+        log.warning(
+            "webhook delivery %s (%s) will be retried: %s", delivery.delivery_id, event, exc
+        )
+        return Outcome("failed", str(exc), retryable=True)
+    except (GitHubError, ValueError) as exc:
+        log.warning("webhook delivery %s (%s) failed: %s", delivery.delivery_id, event, exc)
+        return Outcome("failed", str(exc))
+    except (KeyError, TypeError) as exc:  # a payload without the fields its event promises
+        log.warning("webhook delivery %s (%s) is malformed: %r", delivery.delivery_id, event, exc)
+        return Outcome("failed", f"the {event} payload lacks {exc!r}")
+    return Outcome("done", f"refreshed PR(s) {numbers}" if numbers else "no PR to refresh")
+
+
+def _pull_requests(engine: Engine, event: str, payload: dict[str, Any], repo: str) -> list[int]:
+    if event == "pull_request":
+        return [int(payload["number"])]
+    run = payload["workflow_run"]
+    listed = [int(pr["number"]) for pr in run.get("pull_requests") or ()]
+    if listed:
+        return listed
+    with Session(engine) as session:
+        return state.pulls_for_commit(session=session, repository=repo, commit=run["head_sha"])
+
+
+def _client(context: DeliveryContext, payload: dict[str, Any]) -> GitHubClient:
+    settings = context.settings
+
+    def secret(value: Any) -> str | None:
+        return value.get_secret_value() if value is not None else None
+
+    auth = auth_from(
+        token=secret(settings.github_token),
+        app_id=settings.github_app_id,
+        private_key=secret(settings.github_app_private_key),
+        installation_id=(payload.get("installation") or {}).get("id"),
+    )
+    return GitHubClient(
+        auth,
+        api_url=settings.github_api_url,
+        transport=context.transport,
+        retry=context.github_retry,
+    )
+
+
+def _refresh_one(
+    context: DeliveryContext, client: GitHubClient, repo: str, number: int, event: str
+) -> None:
+    engine, settings = context.engine, context.settings
+
+    def load_report(repository: str, pr: int) -> PullRequestReport | None:
+        with Session(engine) as session:
+            row = session.exec(select(Repository).where(Repository.name == repository)).first()
+            if row is None:
+                return None
+            try:
+                return pull_request_report(
+                    session=session, repo=row, number=pr, settings=settings, links=context.links
+                )
+            except NotFound:
+                return None
+
+    with Session(engine) as session:
+        previous = state.load_pull_state(session=session, repository=repo, number=number)
+    bot = BotSettings(
+        comment_mode=settings.github_comment_mode,
+        fail_on=settings.github_fail_on,
+        bot_login=settings.github_bot_login,
+        service_url=settings.public_url,
+        rules_path=settings.github_rules_path,
+    )
+    new = refresh(
+        client,
+        repo,
+        number,
+        settings=bot,
+        load_report=load_report,
+        previous=previous,
+        recheck_files=event == "pull_request",
+    )
+    with Session(engine) as session:
+        state.save_pull_state(session=session, repository=repo, number=number, state=new)
