@@ -1,7 +1,10 @@
 """`cpci consistency --base REF --head REF`: the file-consistency rules on a local checkout.
 
 For use inside a workflow (no service, no GitHub token needed): exits 1 when a `severity: fail`
-rule is broken and not acknowledged, 2 when the rules file or git is wrong, else 0.
+rule is broken and not acknowledged, 2 when the rules file or git is wrong, else 0. The rules are
+read at `--base`, as the service reads them at the PR's base commit: a PR cannot delete or weaken
+the rule it is checked against. `--ack` (the workflow's, a maintainer's word) waives any rule; a
+`cpci-ack: RULE` line of `--body-file` (the author's) only `warn` rules.
 """
 
 from __future__ import annotations
@@ -23,43 +26,71 @@ def register(sub: Any) -> None:
     )
     parser.add_argument("--base", required=True, help="the PR's base ref or commit")
     parser.add_argument("--head", default="HEAD", help="the PR's head ref or commit")
-    parser.add_argument("--rules", default=None, help="rules file (default: .github/cpci.yml)")
-    parser.add_argument("--repo", default=".", help="the git checkout (default: .)")
     parser.add_argument(
-        "--ack", action="append", default=[], metavar="RULE", help="acknowledge RULE (repeatable)"
+        "--rules",
+        default=None,
+        metavar="PATH",
+        help="rules file inside the repository, read at --base (default: .github/cpci.yml)",
     )
     parser.add_argument(
-        "--body-file", default=None, help="PR body to read `cpci-ack: RULE` lines from"
+        "--rules-file",
+        default=None,
+        metavar="FILE",
+        help="a rules file on disk, read as it is (to try rules out; the PR could edit it)",
+    )
+    parser.add_argument("--repo", default=".", help="the git checkout (default: .)")
+    parser.add_argument(
+        "--ack",
+        action="append",
+        default=[],
+        metavar="RULE",
+        help="acknowledge RULE, even a fail rule, as a cpci-ack:RULE label does (repeatable)",
+    )
+    parser.add_argument(
+        "--body-file",
+        default=None,
+        help="PR body to read `cpci-ack: RULE` lines from (they acknowledge warn rules only)",
     )
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from cpci.github.consistency import acknowledgements, evaluate
-    from cpci.github.gitdiff import GitError, changed_files
+    from cpci.github.consistency import Acknowledgements, acknowledgements, evaluate
+    from cpci.github.gitdiff import GitError, changed_files, file_at
     from cpci.github.rules import DEFAULT_PATH, RulesError, parse_rules
 
-    rules_path = Path(args.rules) if args.rules else Path(args.repo) / DEFAULT_PATH
-    if not rules_path.is_file():
-        if args.rules:
-            print(f"cpci consistency: no rules file at {rules_path}", file=sys.stderr)
-            return 2
-        print(f"cpci consistency: no {DEFAULT_PATH}, so no rules to check")
-        return 0
+    text: str | None
     try:
-        rules = parse_rules(rules_path.read_text(encoding="utf-8"), str(rules_path))
+        if args.rules_file:
+            name, text = args.rules_file, _read(args.rules_file)
+        else:
+            path = args.rules or DEFAULT_PATH
+            name, text = f"{path} at {args.base}", file_at(args.base, path, args.repo)
+        if text is None:
+            if args.rules:
+                print(f"cpci consistency: no {args.rules} at {args.base}", file=sys.stderr)
+                return 2
+            print(f"cpci consistency: no {DEFAULT_PATH} at {args.base}, so no rules to check")
+            return 0
+        rules = parse_rules(text, name)
         files = changed_files(args.base, args.head, args.repo)
-        body = Path(args.body_file).read_text(encoding="utf-8") if args.body_file else ""
+        body = _read(args.body_file) if args.body_file else ""
     except (RulesError, GitError, OSError) as exc:
         print(f"cpci consistency: {exc}", file=sys.stderr)
         return 2
-    result = evaluate(rules, files, acknowledgements((), body) | set(args.ack))
+    from_body = acknowledgements((), body)
+    acks = Acknowledgements(frozenset(args.ack), from_body.author)
+    result = evaluate(rules, files, acks)
     if args.json:
         print(json.dumps(result.model_dump(mode="json"), indent=2))
     else:
         _print(result, annotate=os.environ.get("GITHUB_ACTIONS") == "true")
     return 1 if result.failed else 0
+
+
+def _read(path: str) -> str:
+    return Path(path).read_text(encoding="utf-8")
 
 
 def _print(result: Any, *, annotate: bool) -> None:

@@ -7,13 +7,20 @@ tools can use the client and the renderers directly.
 from cpci.github.auth import AppAuth, TokenAuth
 from cpci.github.client import GitHubClient
 from cpci.github.comment import CommentOptions, render
-from cpci.github.consistency import ConsistencyResult, Finding, acknowledgements, evaluate
+from cpci.github.consistency import (
+    Acknowledgements,
+    ConsistencyResult,
+    Finding,
+    acknowledgements,
+    evaluate,
+)
 from cpci.github.errors import GitHubError
 from cpci.github.gate import FailOn, gate
 from cpci.github.publish import CommentMode, check_run_fields, publish_check, upsert_comment
 from cpci.github.rules import Rule, RulesError, parse_rules
 
 __all__ = [
+    "Acknowledgements",
     "AppAuth",
     "CommentMode",
     "CommentOptions",

@@ -2,14 +2,17 @@
 
 The same evaluation serves the service (files from GitHub's PR file list) and `cpci consistency`
 (files from `git diff` on a checkout). A renamed file counts under its old and its new name, so
-moving one file of a pair is noticed. An acknowledgement (label `cpci-ack:RULE` or a line
-`cpci-ack: RULE` in the PR body) turns a finding into a note that neither warns nor fails.
+moving one file of a pair is noticed. An acknowledgement turns a finding into a note that neither
+warns nor fails: the label `cpci-ack:RULE` acknowledges any rule (labels need triage rights on the
+repository, so it is a maintainer's word), while a line `cpci-ack: RULE` in the PR body (which the
+author writes) acknowledges only `severity: warn` rules: an author cannot waive a `fail` rule.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel
@@ -60,34 +63,58 @@ def changed_names(files: Iterable[ChangedFile]) -> set[str]:
     return names
 
 
-def acknowledgements(labels: Iterable[str], body: str) -> set[str]:
+@dataclass(frozen=True)
+class Acknowledgements:
+    """Rule names acknowledged, by whom: `maintainer` (labels, `--ack`) waives any rule,
+    `author` (body lines) only `warn` rules."""
+
+    maintainer: frozenset[str] = frozenset()
+    author: frozenset[str] = frozenset()
+
+    def covers(self, rule: Rule) -> bool:
+        return rule.name in self.maintainer or (
+            rule.severity == "warn" and rule.name in self.author
+        )
+
+    def refused(self, rule: Rule) -> bool:
+        """An author's ack of a `fail` rule, which does not count."""
+        return rule.severity == "fail" and rule.name in self.author and not self.covers(rule)
+
+
+def acknowledgements(labels: Iterable[str], body: str) -> Acknowledgements:
     """Rule names acknowledged by a `cpci-ack:RULE` label or a `cpci-ack: RULE` body line."""
     acked = {
         label[len(ACK_LABEL_PREFIX) :].strip()
         for label in labels
         if label.startswith(ACK_LABEL_PREFIX)
     }
-    return acked | set(_ACK_LINE.findall(body or ""))
+    return Acknowledgements(frozenset(acked), frozenset(_ACK_LINE.findall(body or "")))
 
 
 def evaluate(
-    rules: Sequence[Rule], files: Iterable[ChangedFile], acked: Iterable[str] = ()
+    rules: Sequence[Rule], files: Iterable[ChangedFile], acked: Acknowledgements | None = None
 ) -> ConsistencyResult:
     """The findings of `rules` on a change, in rule order."""
     names = sorted(changed_names(files))
-    acknowledged = set(acked)
+    acks = acked or Acknowledgements()
     findings = []
     for rule in rules:
         hits = [[n for n in names if pattern.fullmatch(n)] for pattern in rule.patterns]
         if all(hits) or not any(hits):
             continue
-        is_acked = rule.name in acknowledged
+        is_acked = acks.covers(rule)
+        message = rule.message or f"these paths change together: {', '.join(rule.paths)}"
+        if acks.refused(rule):
+            message += (
+                f" (a `cpci-ack: {rule.name}` line in the PR description cannot waive a "
+                f"`severity: fail` rule: a maintainer adds the label `cpci-ack:{rule.name}`)"
+            )
         findings.append(
             Finding(
                 rule=rule.name,
                 level="note" if is_acked else rule.severity,
                 severity=rule.severity,
-                message=rule.message or f"these paths change together: {', '.join(rule.paths)}",
+                message=message,
                 changed=[p for p, h in zip(rule.paths, hits, strict=True) if h],
                 unchanged=[p for p, h in zip(rule.paths, hits, strict=True) if not h],
                 files=sorted({n for h in hits for n in h}),

@@ -34,6 +34,24 @@ def changed_files(base: str, head: str, repo: str | Path = ".") -> list[ChangedF
     return parse_name_status(done.stdout.decode())
 
 
+def file_at(ref: str, path: str, repo: str | Path = ".") -> str | None:
+    """A file's text at `ref` (e.g. the rules at the PR's base), None where it does not exist."""
+    command = ["git", "-C", str(repo), "show", f"{ref}:{path}"]
+    try:
+        done = subprocess.run(command, capture_output=True, check=False)
+    except FileNotFoundError as exc:
+        raise GitError("git is not installed or not on PATH") from exc
+    if done.returncode == 0:
+        return done.stdout.decode("utf-8", errors="replace")
+    verify = ["git", "-C", str(repo), "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"]
+    if subprocess.run(verify, capture_output=True, check=False).returncode == 0:
+        return None  # the ref exists, the file does not
+    raise GitError(
+        f"`{' '.join(command)}` failed: {done.stderr.decode(errors='replace').strip()}. The ref "
+        "must exist in the checkout: with actions/checkout, set `fetch-depth: 0`"
+    )
+
+
 def parse_name_status(output: str) -> list[ChangedFile]:
     """Parse `git diff --name-status -z`: STATUS NUL PATH [NUL NEW_PATH] for each file."""
     fields = output.split("\0")

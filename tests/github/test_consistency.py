@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from cpci.cli import main
-from cpci.github.consistency import acknowledgements, evaluate
+from cpci.github.consistency import Acknowledgements, acknowledgements, evaluate
 from cpci.github.gitdiff import parse_name_status
 from cpci.github.models import ChangedFile
 from cpci.github.rules import RulesError, glob_pattern, parse_rules
@@ -50,15 +50,26 @@ def test_a_rename_counts_under_both_names() -> None:
     assert finding.files == ["a/old.py"]
 
 
-def test_acknowledgement_by_label_or_body_line_turns_it_into_a_note() -> None:
-    rules = parse_rules("consistency:\n  - {name: pair, paths: [a, b], severity: fail}\n")
+def test_a_label_acknowledges_any_rule_a_body_line_only_warn_rules() -> None:
+    rules = parse_rules(
+        "consistency:\n  - {name: pair, paths: [a, b], severity: fail}\n"
+        "  - {name: soft, paths: [a, c]}\n"
+    )
     assert evaluate(rules, changed("a")).failed
-    body = "Fixes things.\n\ncpci-ack: pair\n"
-    for acked in (acknowledgements((), body), acknowledgements(["cpci-ack:pair"], "")):
-        result = evaluate(rules, changed("a"), acked)
-        assert [f.level for f in result.findings] == ["note"]
-        assert not result.failed
-    assert acknowledgements((), "we do not cpci-ack: pair inline") == set()
+    labelled = evaluate(
+        rules, changed("a"), acknowledgements(["cpci-ack:pair", "cpci-ack:soft"], "")
+    )
+    assert [f.level for f in labelled.findings] == ["note", "note"]
+    assert not labelled.failed
+    body = "Fixes things.\n\ncpci-ack: pair\ncpci-ack: soft\n"
+    by_author = evaluate(rules, changed("a"), acknowledgements((), body))
+    assert [(f.rule, f.level, f.acknowledged) for f in by_author.findings] == [
+        ("pair", "fail", False),
+        ("soft", "note", True),
+    ]
+    assert by_author.failed
+    assert "a maintainer adds the label `cpci-ack:pair`" in by_author.findings[0].message
+    assert acknowledgements((), "we do not cpci-ack: pair inline") == Acknowledgements()
 
 
 @pytest.mark.parametrize(
@@ -137,8 +148,33 @@ def test_cli_fail_rule_exits_1_and_bad_ref_exits_2(
     checkout: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     rules = checkout / "strict.yml"
-    rules.write_text(f"consistency:\n  - {{name: w, paths: [{V1}, {V2}], severity: fail}}\n")
+    rules.write_text(STRICT)
     args = ["consistency", "--base", "main", "--head", "feature", "--repo", str(checkout)]
-    assert main([*args, "--rules", str(rules)]) == 1
+    assert main([*args, "--rules-file", str(rules)]) == 1
     assert main(["consistency", "--base", "nope", "--repo", str(checkout)]) == 2
     assert "fetch-depth: 0" in capsys.readouterr().err
+
+
+STRICT = f"consistency:\n  - {{name: w, paths: [{V1}, {V2}], severity: fail}}\n"
+
+
+def test_cli_reads_the_rules_at_base_so_a_pr_cannot_delete_its_own_rule(
+    checkout: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (checkout / ".github" / "cpci.yml").write_text(STRICT)
+    _git(checkout, "checkout", "-q", "main")
+    _git(checkout, "commit", "-q", "-am", "a fail rule on main")
+    _git(checkout, "checkout", "-q", "-b", "sneaky")
+    (checkout / V2).write_text("v2 changed\n")
+    (checkout / ".github" / "cpci.yml").write_text("consistency: []\n")  # the PR drops the rule
+    _git(checkout, "commit", "-q", "-am", "change v2 and delete the rule")
+    args = ["consistency", "--base", "main", "--head", "sneaky", "--repo", str(checkout)]
+    assert main(args) == 1
+    assert "fail: rule w: changed" in capsys.readouterr().out
+    body = checkout.parent / "body.md"
+    body.write_text("cpci-ack: w\n")
+    assert main([*args, "--body-file", str(body)]) == 1  # the author cannot waive it
+    assert "a maintainer adds the label `cpci-ack:w`" in capsys.readouterr().out
+    assert main([*args, "--ack", "w"]) == 0  # the workflow (a maintainer's) can
+    assert main([*args, "--rules", "missing.yml"]) == 2
+    assert "no missing.yml at main" in capsys.readouterr().err

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from openapi_schema_validator import OAS30Validator
@@ -15,6 +16,7 @@ from cpci.github.comment import state_of
 from cpci.github.webhooks import sign, signature_ok
 from cpci.server.core.db import create_db_engine
 from cpci.server.core.migrate import upgrade
+from cpci.server.crud.github import load_pull_state
 from cpci.server.models import GitHubDelivery
 from tests.github.contract import require_reference, webhook_schema
 from tests.github.fake_github import FakeGitHub
@@ -26,6 +28,7 @@ from tests.github.service_bot import (
     PR_HEAD,
     RUN_HEAD,
     SECRET,
+    V1,
     V2,
     Bot,
     running_bot,
@@ -158,3 +161,58 @@ def test_a_payload_missing_its_fields_fails_the_delivery_not_the_service(bot: Bo
     response = bot.deliver("", "d-x", event="pull_request", body=body)
     assert response.status_code == 202
     assert bot.deliveries() == [("d-x", "failed")]
+
+
+def _pull_event(action: str, **extra: Any) -> bytes:
+    payload = json.loads(
+        (require_reference() / "webhooks" / "pull_request.opened.payload.json").read_text()
+    )
+    payload.update(action=action, **extra)
+    return json.dumps(payload).encode()
+
+
+def _levels(bot: Bot) -> list[tuple[str, str]]:
+    with Session(bot.engine) as session:
+        pulled = load_pull_state(session=session, repository=HELLO, number=2)
+    assert pulled is not None
+    assert pulled.consistency is not None
+    return [(f.rule, f.level) for f in pulled.consistency.findings]
+
+
+def test_acks_by_label_or_body_edit_are_seen_without_a_push(bot: Bot) -> None:
+    """The author's body line cannot waive a fail rule; a maintainer's label can, and `labeled`,
+    `unlabeled` and `edited` events re-evaluate at once."""
+    rules = (
+        f"consistency:\n  - {{name: strict, paths: [{V1}, {V2}], severity: fail}}\n"
+        f"  - {{name: soft, paths: [{V2}, docs/workers.md]}}\n"
+    )
+    bot.fake.contents[(HELLO, ".github/cpci.yml", PR_BASE)] = rules
+
+    def pull(body: str, labels: tuple[str, ...] = ()) -> None:
+        bot.fake.add_pull(
+            HELLO,
+            2,
+            head_sha=PR_HEAD,
+            base_sha=PR_BASE,
+            body=body,
+            labels=labels,
+            files=[("modified", V2)],
+        )
+
+    pull("cpci-ack: strict")
+    bot.deliver("", "d-1", event="pull_request", body=_pull_event("opened"))
+    assert _levels(bot) == [("strict", "fail"), ("soft", "warn")]
+    both = "cpci-ack: strict\ncpci-ack: soft"
+    pull(both)
+    bot.deliver("", "d-2", event="pull_request", body=_pull_event("edited", changes={}))
+    assert _levels(bot) == [("strict", "fail"), ("soft", "note")]
+    pull(both, labels=("cpci-ack:strict",))
+    label = bot.fake.pulls[(HELLO, 2)]["labels"][0]
+    bot.deliver("", "d-3", event="pull_request", body=_pull_event("labeled", label=label))
+    assert _levels(bot) == [("strict", "note"), ("soft", "note")]
+    [check] = bot.fake.check_runs.values()
+    assert check["conclusion"] != "failure"
+    pull(both)
+    bot.deliver("", "d-4", event="pull_request", body=_pull_event("unlabeled", label=label))
+    assert _levels(bot) == [("strict", "fail"), ("soft", "note")]
+    assert [d for d in bot.deliveries() if d[1] != "done"] == []
