@@ -1,0 +1,524 @@
+"""Seeded synthetic CI histories whose truth is known: the instrument that measures verdicts.
+
+A verdict is only worth what it gets right on histories like the real ones, so this module
+writes such a history with its answers: N configs (CP-suite names at world sizes 2 and 4), each
+with a true failure rate (most 0; a share flaky at 0.05-0.3 with one or two failure signatures;
+a few broken on main for a stretch), M main runs on a first-parent chain of commits, and P pull
+requests based on main commits, with injected regressions (some in flaky configs, some a
+segfault whose surviving rank reports an NCCL error), other PRs' poisoning uploads, a missing
+shard, configs that never ran and order-dependent ones. With reruns on, a failing config is run
+up to 3 times in the same upload, stopping at the first pass (which is then `flaky: true`).
+
+`build_corpus(spec)` is deterministic in `spec.seed`; `verdict_score.play` sends its steps to a
+real service and `verdict_score.score` compares what the service said with the truth here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from itertools import product
+from typing import Literal
+
+from cpci.schema import Environment, Isolation, Outcome, RankError, ResultRecord, RunEnvelope
+
+REPO = "acme/attn"
+ENVIRONMENT = Environment(torch="2.4.0", cuda="12.4", nccl="2.21.5", gpu="H100", backend="nccl")
+#: The runner's default in CI: the first attempt plus up to 2 reruns, stopping at the first pass.
+ATTEMPTS_WITH_RERUNS = 3
+
+COMMS = ("p2p", "all_gather", "a2a", "a2a+p2p")
+DTYPES = ("bf16", "fp16", "fp8")
+MASKS = ("causal", "no_mask", "padding")
+SUITES: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...] = (
+    ("tests/test_cp.py::test_attn", (COMMS, DTYPES, MASKS)),
+    ("tests/test_cp_layouts.py::test_layout", (COMMS, ("bshd", "sbhd", "thd"), DTYPES)),
+    ("tests/test_cp_gqa.py::test_gqa", (COMMS, MASKS, ("g2", "g4", "g8"))),
+    ("tests/test_cp_varlen.py::test_varlen", (COMMS, ("s1k", "s4k", "s16k", "mixed"), DTYPES[:2])),
+)
+WORLD_SIZES = (2, 4)
+
+FLAKY_SIGNATURES = (
+    "AssertionError: Tensor-likes are not close! Mismatched elements: {n} / 65536 "
+    "(max abs diff {d:.1e})",
+    "AssertionError: softmax_lse not close on rank {r}: max abs diff {d:.1e} > atol 1e-3",
+    "torch.distributed.DistBackendError: recv from rank {r} returned a stale KV chunk {n}",
+    "AssertionError: dq differs from the reference after ring step {n}",
+)
+REGRESSION_SIGNATURE = (
+    "AssertionError: out differs from the single-GPU reference: max abs diff {d:.2f} (atol 1e-2)"
+)
+BROKEN_SIGNATURE = "RuntimeError: CP all_gather of KV got shape [{n}, 64] (broken on main)"
+SEGFAULT = "Fatal Python error: Segmentation fault (in flash_attn_varlen_fwd)"
+SURVIVOR = (
+    "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1970, remote process exited or there "
+    "was a network error, NCCL version 2.21.5"
+)
+ORDER_DEPENDENT = "AssertionError: out not close after the configs before it changed the cache"
+NOT_RUN = "not run: the world did not come up after 2 respawns"
+
+RegressionKind = Literal["clean", "flaky-usual-signature", "flaky-new-signature", "crash"]
+REGRESSION_KINDS: tuple[RegressionKind, ...] = (
+    "clean",
+    "flaky-usual-signature",
+    "flaky-new-signature",
+    "crash",
+)
+PoisonKind = Literal[
+    "flaky-record-other-head", "pass-other-head", "pass-same-commit", "flaky-record-same-commit"
+]
+POISON_KINDS: tuple[PoisonKind, ...] = (
+    "flaky-record-other-head",
+    "pass-other-head",
+    "pass-same-commit",
+    "flaky-record-same-commit",
+)
+#: What a config really is at a PR's head; the scorer compares each verdict with this. A flaky
+#: config that failed every attempt by chance (p^3 with reruns, p without) is told apart from
+#: one where a rerun passed: no verdict can tell the former from a regression.
+HeadTruth = Literal[
+    "regression",
+    "flaky_failure",
+    "flaky_every_attempt",
+    "broken_at_base",
+    "not_run",
+    "order_dependent",
+    "passed",
+    "missing",
+]
+
+
+@dataclass(frozen=True)
+class CorpusSpec:
+    """The corpus's size and shape; everything else follows from `seed`."""
+
+    configs: int = 200
+    main_runs: int = 40
+    prs: int = 40
+    shards: int = 4
+    seed: int = 1
+    reruns: bool = True
+    flaky_share: float = 0.2
+    broken_share: float = 0.03
+    recall_window: int = 20
+
+    def __post_init__(self) -> None:
+        most = len(all_config_names())
+        if not 4 <= self.configs <= most:
+            raise ValueError(f"configs must be in 4..{most}, got {self.configs}")
+        if self.main_runs < 2 or self.prs < 0 or not 1 <= self.shards <= self.configs:
+            raise ValueError(
+                f"need main_runs >= 2, prs >= 0 and 1 <= shards <= configs, got "
+                f"main_runs={self.main_runs}, prs={self.prs}, shards={self.shards}"
+            )
+
+
+@dataclass(frozen=True)
+class ConfigTruth:
+    nodeid: str
+    world_size: int
+    shard: int
+    rate: float  # chance that one attempt fails, outside a broken stretch
+    signatures: tuple[str, ...]  # the messages its flaky failures carry
+    broken: tuple[int, int] | None  # main runs [start, end) on which it fails every attempt
+
+    @property
+    def key(self) -> str:
+        return f"{self.nodeid}@{self.world_size}"
+
+    def broken_at(self, main_run: int) -> bool:
+        return self.broken is not None and self.broken[0] <= main_run < self.broken[1]
+
+
+@dataclass(frozen=True)
+class Regression:
+    config: str
+    kind: RegressionKind
+    attempts_failed: int
+
+
+@dataclass(frozen=True)
+class Poison:
+    """Another PR's upload that would hide `target`'s regression in `config` if it counted."""
+
+    target: int
+    by: int
+    config: str
+    kind: PoisonKind
+
+
+@dataclass(frozen=True)
+class PullRequestTruth:
+    number: int
+    base_run: int  # index of the main run (and commit) it is based on
+    head_commit: str
+    partial: bool  # one shard never uploaded: the report must stay pending
+    head: Mapping[str, HeadTruth]
+    regressions: tuple[Regression, ...]
+    poisons: tuple[Poison, ...]
+
+
+@dataclass(frozen=True)
+class Upload:
+    envelope: RunEnvelope
+
+
+@dataclass(frozen=True)
+class RecordAncestry:
+    links: tuple[tuple[str, str], ...]  # (commit, first parent)
+
+
+@dataclass(frozen=True)
+class ReadFlakyList:
+    """Read the flaky list now: `main_runs` main runs (and nothing else) are in."""
+
+    main_runs: int
+
+
+@dataclass(frozen=True)
+class ReadReport:
+    """Read PR `number`'s report now, as the bot would after its last shard."""
+
+    number: int
+
+
+Step = Upload | RecordAncestry | ReadFlakyList | ReadReport
+
+
+@dataclass(frozen=True)
+class Corpus:
+    spec: CorpusSpec
+    configs: tuple[ConfigTruth, ...]
+    main_commits: tuple[str, ...]
+    pulls: tuple[PullRequestTruth, ...]
+    steps: tuple[Step, ...]
+    failed_in_window: frozenset[str]  # configs that failed at least once in the recall window
+
+    @property
+    def uploads(self) -> int:
+        return sum(isinstance(s, Upload) for s in self.steps)
+
+
+@dataclass(frozen=True)
+class _Failure:
+    outcome: Outcome
+    errors: tuple[RankError, ...]
+
+
+@dataclass
+class _Builder:
+    """Holds the seed's random streams; one stream per part, so parts do not shift each other."""
+
+    spec: CorpusSpec
+    configs: tuple[ConfigTruth, ...] = ()
+    steps: list[Step] = field(default_factory=list)
+
+    def rng(self, *parts: object) -> random.Random:
+        return random.Random(":".join(map(str, (self.spec.seed, *parts))))
+
+
+def all_config_names() -> list[tuple[str, int]]:
+    """Every (nodeid, world size) the corpus can draw from, shaped like real CP suites."""
+    names = []
+    for base, axes in SUITES:
+        for values in product(*axes):
+            for world_size in WORLD_SIZES:
+                names.append((f"{base}[{'-'.join(values)}]", world_size))
+    return names
+
+
+def sha(*parts: object) -> str:
+    return hashlib.sha1(":".join(map(str, parts)).encode()).hexdigest()
+
+
+def build_corpus(spec: CorpusSpec) -> Corpus:
+    """The whole history, its truth and the order of its uploads and reads."""
+    b = _Builder(spec)
+    b.configs = _configs(b)
+    main = tuple(sha(spec.seed, "main", k) for k in range(spec.main_runs))
+    window = min(spec.recall_window, spec.main_runs)
+    plans = _plans(b)
+    heads = [(p.head_commit, main[p.base_run]) for p in plans]
+    b.steps.append(RecordAncestry((*zip(main[1:], main[:-1], strict=True), *heads)))
+    failed: set[str] = set()
+    pulls: list[PullRequestTruth] = []
+    for k, commit in enumerate(main):
+        records = [_main_attempts(b, c, k) for c in b.configs]
+        if k < window:
+            failed.update(c.key for c, rs in zip(b.configs, records, strict=True) if _red(rs))
+        _upload_shards(b, records, commit=commit, ci_run_id=str(10_000 + k), branch="main")
+        if k == window - 1:
+            b.steps.append(ReadFlakyList(window))
+        pulls += [_play_pull(b, p, main) for p in plans if max(p.base_run, window - 1) == k]
+    pulls.sort(key=lambda p: p.number)
+    return Corpus(spec, b.configs, main, tuple(pulls), tuple(b.steps), frozenset(failed))
+
+
+def _configs(b: _Builder) -> tuple[ConfigTruth, ...]:
+    spec, rng = b.spec, b.rng("configs")
+    names = sorted(rng.sample(all_config_names(), spec.configs))
+    order = list(range(spec.configs))
+    rng.shuffle(order)
+    n_flaky = max(1, round(spec.configs * spec.flaky_share))
+    n_broken = max(1, round(spec.configs * spec.broken_share))
+    flaky, broken = set(order[:n_flaky]), set(order[n_flaky : n_flaky + n_broken])
+    out = []
+    for i, (nodeid, world_size) in enumerate(names):
+        rate, stretch = 0.0, None
+        signatures: tuple[str, ...] = ()
+        if i in flaky:
+            rate = round(rng.uniform(0.05, 0.3), 3)
+            picked = rng.sample(FLAKY_SIGNATURES, 2 if rng.random() < 0.35 else 1)
+            signatures = tuple(
+                s.format(n=rng.randrange(1, 900), d=rng.uniform(1e-3, 5e-2), r=world_size - 1)
+                for s in picked
+            )
+        elif i in broken:
+            start = rng.randrange(0, spec.main_runs - 1)
+            stretch = (
+                start,
+                min(spec.main_runs, start + rng.randint(2, max(2, spec.main_runs // 5))),
+            )
+        out.append(ConfigTruth(nodeid, world_size, i % spec.shards, rate, signatures, stretch))
+    return tuple(out)
+
+
+def _record(
+    c: ConfigTruth,
+    outcome: Outcome,
+    attempt: int,
+    errors: Sequence[RankError] = (),
+    *,
+    flaky: bool = False,
+    isolation: Isolation | None = None,
+) -> ResultRecord:
+    return ResultRecord(
+        nodeid=c.nodeid,
+        world_size=c.world_size,
+        backend="nccl",
+        outcome=outcome,
+        duration_s=round(1.0 + 0.5 * c.world_size + 0.01 * attempt, 3),
+        rank_errors=list(errors),
+        attempt=attempt,
+        flaky=flaky,
+        isolation=isolation,
+    )
+
+
+def _failure(message: str, rank: int, outcome: Outcome = "failed") -> _Failure:
+    return _Failure(outcome, (RankError(rank=rank, phase="call", message=message),))
+
+
+def _attempts(
+    c: ConfigTruth, draw: Callable[[int], _Failure | None], reruns: bool
+) -> list[ResultRecord]:
+    """A config's records in one upload: attempts until the first pass (a pass after a failure
+    is `flaky: true`), at most 3 with reruns on, 1 with them off."""
+    records = []
+    for attempt in range(1, (ATTEMPTS_WITH_RERUNS if reruns else 1) + 1):
+        failure = draw(attempt)
+        if failure is None:
+            records.append(_record(c, "passed", attempt, flaky=attempt > 1))
+            break
+        records.append(_record(c, failure.outcome, attempt, failure.errors))
+    return records
+
+
+def _red(records: Sequence[ResultRecord]) -> bool:
+    return any(r.outcome != "passed" for r in records)
+
+
+def _flaky_draw(c: ConfigTruth, rng: random.Random) -> Callable[[int], _Failure | None]:
+    def draw(_: int) -> _Failure | None:
+        if c.rate and rng.random() < c.rate:
+            return _failure(rng.choice(c.signatures), rng.randrange(c.world_size))
+        return None
+
+    return draw
+
+
+def _broken(c: ConfigTruth) -> _Failure:
+    return _failure(BROKEN_SIGNATURE.format(n=c.world_size * 1024), 0)
+
+
+def _main_attempts(b: _Builder, c: ConfigTruth, k: int) -> list[ResultRecord]:
+    if c.broken_at(k):
+        return _attempts(c, lambda _: _broken(c), b.spec.reruns)
+    return _attempts(c, _flaky_draw(c, b.rng("main", k, c.key)), b.spec.reruns)
+
+
+def _upload_shards(
+    b: _Builder,
+    records: Sequence[Sequence[ResultRecord]],
+    *,
+    commit: str,
+    ci_run_id: str,
+    branch: str,
+    pull_request: int | None = None,
+    base_commit: str | None = None,
+    skip_shard: int | None = None,
+) -> None:
+    """One CI run: each shard's records in one envelope, shards in order."""
+    for shard in range(b.spec.shards):
+        if shard == skip_shard:
+            continue
+        results = [
+            r for c, rs in zip(b.configs, records, strict=True) if c.shard == shard for r in rs
+        ]
+        envelope = RunEnvelope(
+            repository=REPO,
+            commit=commit,
+            branch=branch,
+            pull_request=pull_request,
+            base_commit=base_commit,
+            ci_run_id=ci_run_id,
+            shard_index=shard,
+            shard_total=b.spec.shards,
+            runner_name=f"gpu-runner-{shard}",
+            runner_labels=["self-hosted", "gpu"],
+            environment=ENVIRONMENT,
+            results=results,
+        )
+        b.steps.append(Upload(envelope))
+
+
+def _plans(b: _Builder) -> tuple[PullRequestTruth, ...]:
+    """Each PR's role, cycled so that even a small corpus has every case at least once; `head`
+    holds only the planned cases until `_play_pull` draws the rest."""
+    spec = b.spec
+    pulls = []
+    for j in range(spec.prs):
+        rng = b.rng("pull", j)
+        number = 1 + j
+        base_run = rng.randrange(spec.main_runs // 2, spec.main_runs)
+        head = sha(spec.seed, "pull", number)
+        usable = [c for c in b.configs if not c.broken_at(base_run)]
+        clean = [c for c in usable if c.rate == 0]
+        flaky = [c for c in usable if c.rate > 0]
+        rng.shuffle(clean)
+        rng.shuffle(flaky)
+        kinds = [REGRESSION_KINDS[j % len(REGRESSION_KINDS)]]
+        if rng.random() < 0.4:
+            kinds.append(rng.choice(REGRESSION_KINDS))
+        poison_kind = POISON_KINDS[(j // 2) % len(POISON_KINDS)] if j % 2 == 0 else None
+        if poison_kind is not None and "clean" not in kinds:
+            kinds.append("clean")
+        attempts = ATTEMPTS_WITH_RERUNS if spec.reruns else 1
+        regressions: list[Regression] = []
+        for kind in kinds:
+            pool = flaky if kind.startswith("flaky") else clean
+            if pool:
+                regressions.append(Regression(pool.pop().key, kind, attempts))
+        truth: dict[str, HeadTruth] = {r.config: "regression" for r in regressions}
+        if j % 3 == 0 and clean:
+            truth[clean.pop().key] = "not_run"
+        if j % 3 == 1 and clean:
+            truth[clean.pop().key] = "order_dependent"
+        poisons: tuple[Poison, ...] = ()
+        target = next((r for r in regressions if r.kind == "clean"), None)
+        if poison_kind is not None and target is not None:
+            poisons = (Poison(number, 1_000 + number, target.config, poison_kind),)
+        partial = j % 8 == 7
+        pulls.append(
+            PullRequestTruth(number, base_run, head, partial, truth, tuple(regressions), poisons)
+        )
+    return tuple(pulls)
+
+
+def _play_pull(b: _Builder, pull: PullRequestTruth, main: Sequence[str]) -> PullRequestTruth:
+    """The poisoning uploads, then the PR's own shards (its head truth completed), then a read."""
+    for poison in pull.poisons:
+        _poison(b, pull, poison, main)
+    rng = b.rng("pull-head", pull.number)
+    missing = rng.randrange(b.spec.shards) if pull.partial else None
+    regressions = {r.config: r for r in pull.regressions}
+    records = []
+    head: dict[str, HeadTruth] = dict(pull.head)
+    for c in b.configs:
+        rs = _head_attempts(b, c, pull, regressions.get(c.key), rng)
+        records.append(rs)
+        if c.shard == missing:
+            head[c.key] = "missing"
+        elif c.key not in head:
+            head[c.key] = _head_truth(c, pull, rs)
+    _upload_shards(
+        b,
+        records,
+        commit=pull.head_commit,
+        ci_run_id=str(20_000 + pull.number),
+        branch=f"feature-{pull.number}",
+        pull_request=pull.number,
+        base_commit=main[pull.base_run],
+        skip_shard=missing,
+    )
+    b.steps.append(ReadReport(pull.number))
+    return replace(pull, head=head)
+
+
+def _head_truth(
+    c: ConfigTruth, pull: PullRequestTruth, records: Sequence[ResultRecord]
+) -> HeadTruth:
+    if c.broken_at(pull.base_run):
+        return "broken_at_base"
+    if not _red(records):
+        return "passed"
+    return "flaky_failure" if records[-1].outcome == "passed" else "flaky_every_attempt"
+
+
+def _head_attempts(
+    b: _Builder,
+    c: ConfigTruth,
+    pull: PullRequestTruth,
+    regression: Regression | None,
+    rng: random.Random,
+) -> list[ResultRecord]:
+    truth = pull.head.get(c.key)
+    if truth == "not_run":
+        return [_record(c, "not_run", 1, [RankError(rank=-1, phase="world", message=NOT_RUN)])]
+    if truth == "order_dependent":
+        failure = _failure(ORDER_DEPENDENT, 0)
+        return [
+            _record(c, "failed", 1, failure.errors),
+            _record(c, "passed", 2),
+            _record(c, "failed", 3, failure.errors, isolation="order-dependent"),
+        ]
+    if regression is not None:
+        caused = _regression_failure(c, regression.kind, rng)
+        return _attempts(c, lambda _: caused, b.spec.reruns)
+    if c.broken_at(pull.base_run):
+        return _attempts(c, lambda _: _broken(c), b.spec.reruns)
+    return _attempts(c, _flaky_draw(c, rng), b.spec.reruns)
+
+
+def _regression_failure(c: ConfigTruth, kind: RegressionKind, rng: random.Random) -> _Failure:
+    if kind == "flaky-usual-signature":
+        return _failure(c.signatures[0], rng.randrange(c.world_size))
+    if kind == "crash":
+        culprit = rng.randrange(c.world_size)
+        survivors = [r for r in range(c.world_size) if r != culprit]
+        errors = [RankError(rank=culprit, phase="world", message=SEGFAULT)]
+        errors += [RankError(rank=r, phase="call", message=SURVIVOR) for r in survivors]
+        return _Failure("crashed", tuple(sorted(errors, key=lambda e: e.rank)))
+    return _failure(REGRESSION_SIGNATURE.format(d=rng.uniform(0.1, 3.0)), 0)
+
+
+def _poison(b: _Builder, pull: PullRequestTruth, poison: Poison, main: Sequence[str]) -> None:
+    c = next(c for c in b.configs if c.key == poison.config)
+    if poison.kind.startswith("flaky-record"):
+        record = _record(c, "passed", 2, flaky=True)
+    else:
+        record = _record(c, "passed", 1)
+    same = poison.kind.endswith("same-commit")
+    envelope = RunEnvelope(
+        repository=REPO,
+        commit=pull.head_commit if same else sha(b.spec.seed, "poison", poison.by),
+        branch=f"feature-{poison.by}",
+        pull_request=poison.by,
+        base_commit=main[pull.base_run],
+        ci_run_id=str(30_000 + poison.by),
+        environment=ENVIRONMENT,
+        results=[record],
+    )
+    b.steps.append(Upload(envelope))
