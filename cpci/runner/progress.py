@@ -22,6 +22,7 @@ class RunStats:
     crashed: list[str] = field(default_factory=list)
     timed_out: list[str] = field(default_factory=list)
     flaky: list[str] = field(default_factory=list)
+    not_run: list[str] = field(default_factory=list)  # never began: red, but not the code's fault
     order_dependent: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -31,7 +32,8 @@ class RunStats:
             left = self.total - self.done
             eta = "?" if self.done == 0 else _clock(elapsed / self.done * left)
             return (
-                f"cpci: {self.done}/{self.total} configs done, {self.failed} failed, {left} left, "
+                f"cpci: {self.done}/{self.total} configs done, {self.failed} failed, "
+                f"{len(self.not_run)} not run, {left} left, "
                 f"elapsed {_clock(elapsed)}, ETA {eta}"
             )
 
@@ -45,7 +47,8 @@ class RunStats:
             for label, nodeids in (
                 ("crashed", self.crashed),
                 ("timed out", self.timed_out),
-                ("flaky (failed, then passed alone)", self.flaky),
+                ("not run (never started: no verdict on their code)", self.not_run),
+                ("flaky (failed, then passed when rerun)", self.flaky),
                 (
                     "order-dependent (pass alone, fail after their predecessors)",
                     self.order_dependent,

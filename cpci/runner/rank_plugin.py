@@ -88,19 +88,23 @@ class RankPlugin:
         if item is None:
             local = "error"
             payload = self._not_collected(nodeid)
+            failed_t: float | None = time.time()
         else:
             with ConfigState(nodeid):
                 item.ihook.pytest_runtest_protocol(item=item, nextitem=nextitem)
             local = outcomes.local_outcome(self._reports)
             payload = self._payload(local)
+            failed_t = min((r.stop for r in self._reports if r.failed), default=None)
         # The local errors ride along in the journal: if another rank then hangs, the parent can
-        # still show why this one failed.
+        # still show why this one failed. `failed_t` (when this rank's first failing phase ended)
+        # lets the parent put the rank that failed first at the head of the record.
         end = {
             "ev": "end",
             "i": index,
             "t": time.time(),
             "outcome": local,
             "errors": payload["errors"],
+            "failed_t": failed_t,
         }
         self._journal.write(end)
         self._agree(index, payload, started)

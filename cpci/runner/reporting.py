@@ -14,7 +14,7 @@ from typing import Literal
 
 import pytest
 
-from cpci.runner.scheduler import Delivery
+from cpci.runner.attempts import Delivery
 from cpci.schema import FAILING_OUTCOMES, ResultRecord
 
 FLAKY_ATTR = "cpci_flaky"
@@ -39,7 +39,7 @@ def item_reports(item: pytest.Item, delivery: Delivery) -> list[pytest.TestRepor
         reports = synthesized(item, record.outcome, _rank_text(record), record.duration_s)
     failing = [r for r in reports if r.failed]
     ranks = sorted({e.rank for e in record.rank_errors if e.rank >= 0})
-    if record.outcome in FAILING_OUTCOMES or record.isolation:
+    if record.outcome in FAILING_OUTCOMES or record.isolation or record.flaky:
         where = (
             f"batch {record.batch.index} (world {record.batch.world}, {record.batch.size} configs)"
             if record.batch
@@ -65,7 +65,11 @@ def item_reports(item: pytest.Item, delivery: Delivery) -> list[pytest.TestRepor
 def synthesized(
     item: pytest.Item, outcome: str, text: str, duration: float
 ) -> list[pytest.TestReport]:
-    """Reports for a config no rank reported on: it crashed, hung, or could not be planned."""
+    """Reports for a config no rank reported on: it crashed, hung, never ran or was not planned.
+
+    A config that could not be planned or never ran is an error (red, but not a test failure):
+    nothing of its code ran.
+    """
     now = time.time()
 
     def report(
@@ -86,7 +90,7 @@ def synthesized(
             stop=now,
         )
 
-    if outcome == "error":
+    if outcome in ("error", "not_run"):
         return [report("setup", "failed", text, duration), report("teardown", "passed", None, 0.0)]
     return [
         report("setup", "passed", None, 0.0),

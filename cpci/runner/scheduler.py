@@ -1,10 +1,10 @@
-"""Running batches: worlds in parallel on disjoint devices, respawns, and failure isolation.
+"""Running batches: worlds in parallel on disjoint devices, respawns, and never-ran configs.
 
 A batch runs in one world. When that world dies or hangs, the config in flight is reported
-(crashed or timeout) and the rest of the batch goes on in ONE fresh world, up to
-`max_respawns` times. With `isolate_failures`, each config that failed in a shared world is
-rerun alone: failing again means it is broken; passing alone and failing again after the same
-predecessors means it is order-dependent; otherwise it is flaky.
+(crashed or timeout: it ran) and the rest of the batch goes on in ONE fresh world, up to
+`max_respawns` times. Configs that never began are `not_run`, with the reason: their world failed
+to start, their batch gave up after its respawns, or the scheduler itself failed. A config that
+failed is then rerun or isolated as `cpci.runner.attempts` says.
 """
 
 from __future__ import annotations
@@ -12,27 +12,18 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import replace
 
+from cpci.runner.attempts import Attempt, Delivery, RerunPolicy, settle
 from cpci.runner.planning import Batch, ConfigSpec
 from cpci.runner.progress import RunStats
-from cpci.runner.world import World, WorldFailure, WorldLaunch, WorldResult
-from cpci.schema import FAILING_OUTCOMES, BatchInfo, Outcome, RankError, ResultRecord
+from cpci.runner.world import AgreedOutcome, World, WorldFailure, WorldLaunch, WorldResult
+from cpci.schema import BatchInfo, RankError, ResultRecord
 
-
-@dataclass(frozen=True)
-class Delivery:
-    """A config's record; `final` is the one pytest reports (earlier attempts only get logged)."""
-
-    spec: ConfigSpec
-    record: ResultRecord
-    reports: list[dict[str, Any]] | None  # serialized pytest reports, None for crash/timeout
-    final: bool
-    note: str | None = None
-
+__all__ = ["Deliver", "Delivery", "Scheduler", "Slots"]
 
 Deliver = Callable[[Delivery], None]
+_MESSAGE_MAX = 2_000  # RankError.message's bound
 
 
 class Slots:
@@ -83,7 +74,7 @@ class Scheduler:
         slots: Slots,
         workers: int,
         max_respawns: int,
-        isolate_failures: bool,
+        policy: RerunPolicy,
         deliver: Deliver,
         stats: RunStats,
     ) -> None:
@@ -94,7 +85,7 @@ class Scheduler:
         self._slots = slots
         self._workers = workers
         self._max_respawns = max_respawns
-        self._isolate = isolate_failures
+        self._policy = policy
         self._deliver = deliver
         self.stats = stats
         self._threads: list[threading.Thread] = []
@@ -102,6 +93,7 @@ class Scheduler:
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._reported: set[str] = set()  # node ids whose final record went out
+        self._last: dict[str, Delivery] = {}  # node id -> its latest record sent
         self._names = 0
 
     def start(self) -> None:
@@ -129,25 +121,20 @@ class Scheduler:
             try:
                 self._run_batch(batch)
             except Exception as exc:  # never leave pytest waiting for a result that cannot come
-                for spec in batch.configs:
-                    if spec.nodeid not in self._reported:
-                        self._give_up(spec, batch, 0, f"cpci scheduler error: {exc!r}")
+                self._give_up(batch, f"cpci scheduler error: {exc!r}")
 
     def _run_batch(self, batch: Batch) -> None:
         results = self._run_in_worlds(
             batch, list(batch.configs), attempt=1, respawns=self._max_respawns
         )
         for ran in results.values():  # the rest were reported the moment they ended
-            if self._needs_isolation(ran):
-                self._isolate_one(batch, ran.delivery.spec, ran)
+            if self._policy.wants_rerun(ran.delivery.record, ran.shared):
+                self._rerun(batch, ran)
 
-    def _needs_isolation(self, ran: _Ran) -> bool:
-        return self._isolate and ran.shared and ran.delivery.record.outcome in FAILING_OUTCOMES
-
-    def _settled(self, ran: _Ran, log: bool) -> _Ran:
-        """Report a first-pass result at once: final, unless isolation will rerun it."""
+    def _settled(self, ran: Attempt, log: bool) -> Attempt:
+        """Report a first-pass result at once: final, unless it is to be rerun."""
         if log:
-            final = not self._needs_isolation(ran)
+            final = not self._policy.wants_rerun(ran.delivery.record, ran.shared)
             self._send(replace(ran.delivery, final=final))
         return ran
 
@@ -159,9 +146,9 @@ class Scheduler:
         attempt: int,
         respawns: int,
         log: bool = True,
-    ) -> dict[str, _Ran]:
+    ) -> dict[str, Attempt]:
         """Run `specs` in order, in as few fresh worlds as crashes and hangs allow."""
-        results: dict[str, _Ran] = {}
+        results: dict[str, Attempt] = {}
         remaining = list(specs)
         world_no = 0
         while remaining and not self._stopping.is_set():
@@ -170,36 +157,28 @@ class Scheduler:
             result = self._run_world(batch, configs, world_no, attempt, order, results, log)
             remaining = [s for s in remaining if s.nodeid not in results]
             failure = result.failure
+            why: tuple[str, str] | None = None  # (message, detail) for the configs never begun
             if failure is None:
-                for spec in remaining:
-                    results[spec.nodeid] = self._failed(
-                        batch,
-                        spec,
-                        world_no,
-                        attempt,
-                        order,
-                        None,
-                        log,
-                        "the world ended without running this config",
+                why = ("the world ended before running this config", "")
+            elif failure.culprit is None and not result.finished:
+                detail = "\n".join(e.detail or e.message for e in failure.errors)
+                why = (f"world start-up failed: {failure.reason}", detail)
+            else:
+                if failure.culprit is not None:
+                    spec = configs[failure.culprit]
+                    results[spec.nodeid] = self._ended_world(
+                        batch, spec, world_no, attempt, order, failure, log
                     )
-                break
-            if failure.culprit is not None:
-                spec = configs[failure.culprit]
-                results[spec.nodeid] = self._failed(
-                    batch, spec, world_no, attempt, order, failure, log
-                )
-                remaining.remove(spec)
-            never_ran = failure.culprit is None and not result.finished
-            if never_ran or world_no >= respawns:
-                why = (
-                    "its world failed before running any config"
-                    if never_ran
-                    else f"the batch gave up after {respawns} respawn(s)"
-                )
-                for spec in remaining:
-                    results[spec.nodeid] = self._failed(
-                        batch, spec, world_no, attempt, order, failure, log, f"not run: {why}"
+                    remaining.remove(spec)
+                if world_no >= respawns:
+                    plural = "" if respawns == 1 else "s"
+                    why = (
+                        f"batch gave up after {respawns} respawn{plural}",
+                        f"its last world ended: {failure.reason}",
                     )
+            if why is not None:
+                for spec in remaining:
+                    results[spec.nodeid] = self._not_run(batch, spec, world_no, attempt, *why, log)
                 break
             world_no += 1
             with self.stats.lock:
@@ -213,7 +192,7 @@ class Scheduler:
         world_no: int,
         attempt: int,
         order: list[ConfigSpec],
-        results: dict[str, _Ran],
+        results: dict[str, Attempt],
         log: bool,
     ) -> WorldResult:
         env, release = self._slots.acquire(batch.world_size)
@@ -227,25 +206,21 @@ class Scheduler:
             release()
             return WorldResult(None, 0.0, set(), None)
 
-        def on_outcome(spec: ConfigSpec, raw: dict[str, Any]) -> None:
+        def on_outcome(spec: ConfigSpec, agreed: AgreedOutcome) -> None:
             record = ResultRecord(
                 nodeid=spec.nodeid,
                 world_size=spec.world_size,
-                backend=raw.get("backend"),
+                backend=agreed.backend,
                 params=spec.params,
-                outcome=raw["outcome"],
-                duration_s=raw["duration_s"],
-                rank_errors=[RankError.model_validate(e) for e in raw["rank_errors"]],
+                outcome=agreed.outcome,
+                duration_s=agreed.duration_s,
+                rank_errors=agreed.rank_errors,
                 attempt=attempt,
-                metrics=raw["metrics"],
-                batch=BatchInfo(
-                    index=batch.index, world=world_no, size=len(batch.configs),
-                    start_s=world.started_s,
-                ),
-            )  # fmt: skip
-            delivery = Delivery(spec, record, raw["reports"], final=False)
-            ran = _Ran(delivery, _before(order, spec), len(order) > 1)
-            results[spec.nodeid] = self._settled(ran, log)
+                metrics=agreed.metrics,
+                batch=_batch_info(batch, world_no, world.started_s),
+            )
+            delivery = Delivery(spec, record, agreed.reports, final=False)
+            results[spec.nodeid] = self._settled(_attempt(delivery, order), log)
             with self.stats.lock:
                 self.stats.test_s += record.duration_s
 
@@ -260,91 +235,103 @@ class Scheduler:
             self.stats.init_s += result.started_s or 0.0
         return result
 
-    def _failed(
+    def _ended_world(
         self,
         batch: Batch,
         spec: ConfigSpec,
         world_no: int,
         attempt: int,
         order: list[ConfigSpec],
-        failure: WorldFailure | None,
+        failure: WorldFailure,
         log: bool,
-        why: str | None = None,
-    ) -> _Ran:
-        outcome: Outcome
-        if why is None and failure is not None:  # the config in flight when the world ended
-            outcome = failure.kind
-            errors = failure.errors
-        else:
-            outcome = "error"
-            errors = [RankError(rank=-1, phase="world", message=why or "not run", detail=why or "")]
-            if failure is not None:
-                errors += failure.errors
+    ) -> Attempt:
+        """The config in flight when its world crashed or hung: it ran, and it is to blame."""
         record = ResultRecord(
             nodeid=spec.nodeid,
             world_size=spec.world_size,
             backend=batch.backend,
             params=spec.params,
-            outcome=outcome,
-            duration_s=failure.culprit_s if failure is not None and why is None else 0.0,
-            rank_errors=errors,
+            outcome=failure.kind,
+            duration_s=failure.culprit_s,
+            rank_errors=failure.errors,
             attempt=attempt,
-            batch=BatchInfo(index=batch.index, world=world_no, size=len(batch.configs)),
+            batch=_batch_info(batch, world_no),
         )
-        with self.stats.lock:
-            if outcome == "crashed":
-                self.stats.crashed.append(spec.nodeid)
-            elif outcome == "timeout":
-                self.stats.timed_out.append(spec.nodeid)
-        delivery = Delivery(spec, record, None, final=False)
-        return self._settled(_Ran(delivery, _before(order, spec), len(order) > 1), log)
+        if log:
+            with self.stats.lock:
+                kind = self.stats.crashed if failure.kind == "crashed" else self.stats.timed_out
+                kind.append(spec.nodeid)
+        return self._settled(_attempt(Delivery(spec, record, None, final=False), order), log)
 
-    def _give_up(self, spec: ConfigSpec, batch: Batch, world_no: int, why: str) -> None:
-        self._failed(batch, spec, world_no, 1, [spec], None, True, why)  # alone: final at once
+    def _not_run(
+        self,
+        batch: Batch,
+        spec: ConfigSpec,
+        world_no: int,
+        attempt: int,
+        why: str,
+        detail: str,
+        log: bool,
+    ) -> Attempt:
+        """A config that never began: red, but no evidence about its code."""
+        message = f"not run: {why}"[:_MESSAGE_MAX]
+        record = ResultRecord(
+            nodeid=spec.nodeid,
+            world_size=spec.world_size,
+            backend=batch.backend,
+            params=spec.params,
+            outcome="not_run",
+            duration_s=0.0,
+            rank_errors=[
+                RankError(rank=-1, phase="world", message=message, detail=f"{message}\n{detail}")
+            ],
+            attempt=attempt,
+            batch=_batch_info(batch, world_no),
+        )
+        delivery = Delivery(spec, record, None, final=False)
+        return self._settled(Attempt(delivery, [], shared=False), log)
+
+    def _give_up(self, batch: Batch, why: str) -> None:
+        """After a scheduler error: settle every config of the batch not yet reported."""
+        for spec in batch.configs:
+            with self._lock:
+                if spec.nodeid in self._reported:
+                    continue
+                last = self._last.get(spec.nodeid)
+            if last is not None:  # it ran; its reruns did not finish, its last attempt stands
+                self._send(replace(last, final=True, recorded=True, note=f"reruns stopped: {why}"))
+            else:
+                self._not_run(batch, spec, 0, 1, why, "", log=True)  # alone: final at once
 
     def _send(self, delivery: Delivery) -> None:
-        if delivery.final:
-            with self._lock:
+        with self._lock:
+            self._last[delivery.spec.nodeid] = delivery
+            if delivery.final:
                 self._reported.add(delivery.spec.nodeid)
         self._deliver(delivery)
 
-    def _isolate_one(self, batch: Batch, spec: ConfigSpec, first: _Ran) -> None:
-        alone = self._run_in_worlds(batch, [spec], attempt=2, respawns=0, log=False)[spec.nodeid]
-        if alone.delivery.record.outcome in FAILING_OUTCOMES:
-            self._finish(alone.delivery, "fails-alone", "failed in a shared world and again alone")
-            return
-        if first.before:
-            replay = self._run_in_worlds(
-                batch, [*first.before, spec], attempt=3, respawns=0, log=False
-            )
-            again = replay.get(spec.nodeid)
-            if again is not None and again.delivery.record.outcome in FAILING_OUTCOMES:
-                names = ", ".join(s.nodeid for s in first.before)
-                note = (
-                    f"ORDER-DEPENDENT: passes alone, but fails again after the configs that ran "
-                    f"before it in its world: {names}"
-                )
-                self._send(alone.delivery)
-                self._finish(again.delivery, "order-dependent", note)
-                with self.stats.lock:
-                    self.stats.order_dependent.append(spec.nodeid)
-                return
-        self._finish(alone.delivery, "flaky", "FLAKY: failed in a shared world, passed when rerun")
+    def _rerun(self, batch: Batch, first: Attempt) -> None:
+        spec = first.delivery.spec
+
+        def run(specs: list[ConfigSpec], attempt: int) -> Delivery | None:
+            ran = self._run_in_worlds(batch, specs, attempt=attempt, respawns=0, log=False)
+            got = ran.get(spec.nodeid)
+            return None if got is None else got.delivery
+
+        final = settle(first, self._policy, run, self._send)
+        record = final.record
         with self.stats.lock:
-            self.stats.flaky.append(spec.nodeid)
-
-    def _finish(self, delivery: Delivery, isolation: str, note: str) -> None:
-        flaky = isolation == "flaky"
-        record = delivery.record.model_copy(update={"isolation": isolation, "flaky": flaky})
-        self._send(replace(delivery, record=record, final=True, note=note))
-
-
-@dataclass(frozen=True)
-class _Ran:
-    delivery: Delivery
-    before: list[ConfigSpec]  # configs that ran before it in its world
-    shared: bool  # its world ran more than one config
+            if record.isolation == "order-dependent":
+                self.stats.order_dependent.append(spec.nodeid)
+            elif record.flaky:
+                self.stats.flaky.append(spec.nodeid)
+        self._send(final)
 
 
-def _before(order: list[ConfigSpec], spec: ConfigSpec) -> list[ConfigSpec]:
-    return order[: order.index(spec)]
+def _attempt(delivery: Delivery, order: list[ConfigSpec]) -> Attempt:
+    spec = delivery.spec
+    return Attempt(delivery, order[: order.index(spec)], shared=len(order) > 1)
+
+
+def _batch_info(batch: Batch, world_no: int, start_s: float | None = None) -> BatchInfo:
+    return BatchInfo(index=batch.index, world=world_no, size=len(batch.configs), start_s=start_s)

@@ -13,6 +13,7 @@ import pytest
 
 from cpci.runner import outcome as outcomes
 from cpci.runner import sharding
+from cpci.runner.attempts import Delivery, RerunPolicy
 from cpci.runner.planning import (
     MARKER,
     Batch,
@@ -23,10 +24,10 @@ from cpci.runner.planning import (
 )
 from cpci.runner.progress import RunStats
 from cpci.runner.reporting import ResultsFile, item_reports, synthesized
-from cpci.runner.scheduler import Delivery, Scheduler, Slots
+from cpci.runner.scheduler import Scheduler, Slots
 from cpci.runner.settings import RunnerSettings
 from cpci.runner.world import WorldLaunch
-from cpci.schema import FAILING_OUTCOMES, ResultRecord
+from cpci.schema import FAILING_OUTCOMES, NOT_RUN_OUTCOMES, ResultRecord
 
 _DURATIONS_CACHE_KEY = "cpci/durations"
 
@@ -128,7 +129,7 @@ class BatchedSession:
             slots=Slots(gpus=self.gpus, cores=os.cpu_count() or 1),
             workers=self.settings.workers,
             max_respawns=self.settings.max_respawns,
-            isolate_failures=self.settings.isolate_failures,
+            policy=RerunPolicy(reruns=self.settings.reruns, isolate=self.settings.isolate_failures),
             deliver=self._deliver,
             stats=self.stats,
         )
@@ -168,13 +169,17 @@ class BatchedSession:
         return args
 
     def _deliver(self, delivery: Delivery) -> None:
-        if self._results is not None:
+        if self._results is not None and not delivery.recorded:
             self._results.append(delivery.record)
         if not delivery.final:
             return
+        outcome = delivery.record.outcome
         with self.stats.lock:
             self.stats.done += 1
-            self.stats.failed += delivery.record.outcome in FAILING_OUTCOMES
+            if outcome in NOT_RUN_OUTCOMES:
+                self.stats.not_run.append(delivery.spec.nodeid)
+            elif outcome in FAILING_OUTCOMES:
+                self.stats.failed += 1
         with self._arrived:
             self._final[delivery.spec.nodeid] = delivery
             self._arrived.notify_all()

@@ -160,6 +160,17 @@ OPTIONS: tuple[Option, ...] = (
         ini="cpci_max_respawns",
     ),
     Option(
+        "reruns",
+        "--cpci-reruns",
+        "times a config that failed, errored, crashed or timed out is rerun alone, each in a fresh "
+        "world, stopping at its first pass (a pass after failures is FLAKY); with "
+        "--cpci-isolate-failures the isolating alone run is the first rerun",
+        _int_at_least(0),
+        "0",
+        env="CPCI_RERUNS",
+        ini="cpci_reruns",
+    ),
+    Option(
         "progress_interval",
         "--cpci-progress-interval",
         "seconds between progress lines while configs run",
@@ -184,6 +195,7 @@ class RunnerSettings:
     durations: Path | None
     shard: tuple[int, int] | None
     max_respawns: int
+    reruns: int
     progress_interval: float
     isolate_failures: bool
     plan_only: bool
@@ -207,8 +219,9 @@ def add_options(parser: pytest.Parser) -> None:
         action="store_true",
         dest="cpci_isolate_failures",
         help="rerun each config that failed, crashed or timed out in a shared world alone, in a "
-        "fresh world; a fail-then-pass is reported as flaky, a pass alone that fails again after "
-        "its predecessors as order-dependent",
+        "fresh world (at least once, whatever --cpci-reruns says); failing alone too is broken, a "
+        "fail-then-pass is flaky, and a first pass alone that fails again after its "
+        "predecessors is order-dependent (a failure)",
     )
     group.addoption(
         "--cpci-plan",

@@ -15,6 +15,7 @@ import select
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 
@@ -75,7 +76,13 @@ def main() -> None:
     if not _wait_child_or_owner(child, owner_pid):
         child.kill()
     code = child.wait()
-    status: dict[str, int | str] = {"rank": rank, "pid": child.pid, "returncode": code}
+    # When it ended: the parent orders ranks by when they failed (the first to die leads).
+    status: dict[str, int | str | float] = {
+        "rank": rank,
+        "pid": child.pid,
+        "returncode": code,
+        "t": time.time(),
+    }
     if code < 0:
         status["signal"] = signal.Signals(-code).name
     (world_dir / f"rank-{rank}.exit").write_text(json.dumps(status))

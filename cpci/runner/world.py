@@ -17,12 +17,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from cpci.runner.journal import JournalReader
 from cpci.runner.planning import Batch, ConfigSpec
 from cpci.runner.processes import kill_tree
-from cpci.schema import RankError
+from cpci.runner.rank_order import first_failing_first
+from cpci.schema import Outcome, RankError
 
 #: How often the parent looks at the world's files. Ranks never wait for the parent.
 _POLL_S = 0.01
@@ -50,7 +51,20 @@ class WorldFailure:
     kind: Literal["crashed", "timeout"]
     culprit: int | None  # plan index of the config in flight, if any
     culprit_s: float  # how long the config in flight had run
-    errors: list[RankError]
+    errors: list[RankError]  # the rank that failed first leads
+    reason: str  # one line: why the world ended
+
+
+@dataclass(frozen=True)
+class AgreedOutcome:
+    """One config's result as its ranks agreed on it (rank 0's line in `outcomes.jsonl`)."""
+
+    outcome: Outcome
+    duration_s: float
+    rank_errors: list[RankError]  # the rank that failed first leads
+    metrics: dict[str, float]
+    reports: list[dict[str, Any]]  # serialized pytest reports of the rank shown to the user
+    backend: str | None
 
 
 @dataclass
@@ -61,7 +75,7 @@ class WorldResult:
     failure: WorldFailure | None
 
 
-OutcomeSink = Callable[[ConfigSpec, dict[str, Any]], None]
+OutcomeSink = Callable[[ConfigSpec, AgreedOutcome], None]
 
 
 class World:
@@ -112,8 +126,18 @@ class World:
         if self.started_s is None and watch.first_begin is not None:
             self.started_s = max(0.0, watch.first_begin - launched)
         for record in watch.outcomes.read_new():
-            watch.finished.add(record["i"])
-            on_outcome(self.configs[record["i"]], record)
+            index = record["i"]
+            watch.finished.add(index)
+            errors = [RankError.model_validate(e) for e in record["rank_errors"]]
+            agreed = AgreedOutcome(
+                outcome=record["outcome"],
+                duration_s=record["duration_s"],
+                rank_errors=first_failing_first(errors, watch.failed_at(index)),
+                metrics=record["metrics"],
+                reports=record["reports"],
+                backend=record.get("backend"),
+            )
+            on_outcome(self.configs[index], agreed)
 
     def kill(self) -> None:
         """Kill the world's whole process tree (safe to call twice, from any thread)."""
@@ -197,7 +221,8 @@ class World:
             errors.append(
                 RankError(rank=rank, phase="world", message=f"{why}; {state}", detail=text)
             )
-        return WorldFailure("timeout", culprit, self._elapsed(watch, culprit), errors)
+        errors = first_failing_first(errors, watch.failed_at(culprit))
+        return WorldFailure("timeout", culprit, self._elapsed(watch, culprit), errors, why)
 
     def _dump_stacks(self, watch: _Watch) -> dict[int, str]:
         for pid in watch.pids.values():
@@ -221,36 +246,42 @@ class World:
         assert self._proc is not None
         current = watch.in_flight()
         culprit = None if current is None else current[0]
-        statuses = {r: _read_exit(self.dir / f"rank-{r}.exit") for r in range(self.world_size)}
-        dead = [r for r, status in statuses.items() if "stopped by torchrun" not in status]
+        exits = {r: _read_exit(self.dir / f"rank-{r}.exit") for r in range(self.world_size)}
+        dead = [r for r, status in exits.items() if not status.stopped]
         if any(watch.current.get(r) != culprit for r in dead):
             culprit = None  # a rank died outside that config (at start-up, between configs)
         errors = []
         for rank in range(self.world_size):
-            status = statuses[rank]
+            message = exits[rank].message
             tail = _tail(self.dir / f"rank-{rank}.log")
             errors.append(
                 RankError(
                     rank=rank,
                     phase="world",
-                    message=status,
-                    detail=f"{status}\n--- end of rank-{rank}.log ---\n{tail}",
+                    message=message,
+                    detail=f"{message}\n--- end of rank-{rank}.log ---\n{tail}",
                 )
             )
-        # The rank that died first leads; those torchrun stopped afterwards follow.
-        errors.sort(key=lambda e: "stopped by torchrun" in e.message)
-        if all(status.startswith("no exit") for status in statuses.values()):
+        # The rank that failed first leads (its own failure in the config, or its death); those
+        # torchrun stopped afterwards follow.
+        failed_at = watch.failed_at(culprit)
+        for rank, ended in exits.items():
+            if ended.t is not None and not ended.stopped:
+                failed_at[rank] = min(ended.t, failed_at.get(rank, ended.t))
+        errors = first_failing_first(errors, failed_at)
+        reason = errors[0].message
+        if not any(ended.recorded for ended in exits.values()):
             tail = _tail(self.dir / "torchrun.log")
-            message = f"torchrun exited with code {self._proc.returncode} before any rank ran"
+            reason = f"torchrun exited with code {self._proc.returncode} before any rank ran"
             errors.append(
                 RankError(
                     rank=-1,
                     phase="world",
-                    message=message,
-                    detail=f"{message}\n--- end of torchrun.log ---\n{tail}",
+                    message=reason,
+                    detail=f"{reason}\n--- end of torchrun.log ---\n{tail}",
                 )
             )
-        return WorldFailure("crashed", culprit, self._elapsed(watch, culprit), errors)
+        return WorldFailure("crashed", culprit, self._elapsed(watch, culprit), errors, reason)
 
     @staticmethod
     def _elapsed(watch: _Watch, culprit: int | None) -> float:
@@ -286,6 +317,14 @@ class _Watch:
                 elif kind == "end":
                     self.local_end[(rank, event["i"])] = event
 
+    def failed_at(self, index: int | None) -> dict[int, float]:
+        """Rank -> when it failed config `index` itself, for the ranks whose journal says so."""
+        out: dict[int, float] = {}
+        for (rank, i), end in self.local_end.items():
+            if i == index and end.get("outcome") in ("failed", "error"):
+                out[rank] = end.get("failed_t") or end["t"]
+        return out
+
     def in_flight(self) -> tuple[int, float] | None:
         """The config begun on some rank whose agreed outcome has not arrived (and since when)."""
         pending = [(t, i) for i, t in self.begun.items() if i not in self.finished]
@@ -302,16 +341,28 @@ def _size(path: Path) -> int:
         return 0
 
 
-def _read_exit(path: Path) -> str:
+class _Exit(NamedTuple):
+    """How a rank's process ended, from the `rank-N.exit` file its shim wrote."""
+
+    message: str
+    t: float | None  # when the shim saw it end
+    stopped: bool = False  # torchrun stopped it because another rank had ended
+    recorded: bool = True
+
+
+def _read_exit(path: Path) -> _Exit:
     try:
         status = json.loads(path.read_text())
     except (FileNotFoundError, ValueError):
-        return "no exit status recorded (the rank's launcher was killed)"
+        return _Exit("no exit status recorded (the rank's launcher was killed)", None, False, False)
+    rank, pid, t = status["rank"], status["pid"], status.get("t")
     if status.get("signal") == "SIGTERM":
-        return f"rank {status['rank']} was stopped by torchrun (SIGTERM) after another rank ended"
+        return _Exit(
+            f"rank {rank} was stopped by torchrun (SIGTERM) after another rank ended", t, True
+        )
     if "signal" in status:
-        return f"rank {status['rank']} was killed by {status['signal']} (pid {status['pid']})"
-    return f"rank {status['rank']} exited with code {status['returncode']} (pid {status['pid']})"
+        return _Exit(f"rank {rank} was killed by {status['signal']} (pid {pid})", t)
+    return _Exit(f"rank {rank} exited with code {status['returncode']} (pid {pid})", t)
 
 
 def _tail(path: Path) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -93,7 +92,9 @@ def test_a_hung_config_times_out_with_every_rank_stack_and_the_batch_goes_on(
         "test_a_hung_config_times_out_with_every_rank_stack_and_the_batch_goes_on.py::test_hangs"
     ]
     assert hung["outcome"] == "timeout"
-    rank0, rank1 = hung["rank_errors"]
+    # Rank 1 failed first (it bailed out; rank 0 then waited for it): rank 1 leads.
+    rank1, rank0 = hung["rank_errors"]
+    assert (rank1["rank"], rank0["rank"]) == (1, 0)
     assert "did not finish within 3 s" in rank0["message"]
     assert "wait_for_partner" in rank0["detail"]  # rank 0's Python stack, dumped before the kill
     assert "rank 1 bailed out" in rank1["detail"]  # why rank 1 left, from its journal
@@ -162,19 +163,33 @@ def _processes_mentioning(text: str) -> list[int]:
     return found
 
 
-def test_crash_at_world_start_fails_the_batch_with_the_reason(tmp_path: Path) -> None:
+def test_crash_at_world_start_is_not_run_for_the_whole_batch_with_the_reason(
+    tmp_path: Path,
+) -> None:
     (tmp_path / "conftest.py").write_text(
         "import os\n"
         "if os.environ.get('RANK') == '1':\n"
         "    raise SystemExit('conftest refuses rank 1')\n"
     )
     (tmp_path / "test_x.py").write_text(
-        "import pytest\n@pytest.mark.cpci(world_size=2)\ndef test_a(cpci_dist):\n    pass\n"
+        "import pytest\n"
+        "@pytest.mark.cpci(world_size=2)\n"
+        "@pytest.mark.parametrize('i', range(2))\n"
+        "def test_a(i, cpci_dist):\n"
+        "    pass\n"
     )
-    result = run_pytest(tmp_path, "--cpci-results=r.jsonl")
-    result.assert_outcomes(errors=1)
-    record = results(tmp_path / "r.jsonl")[0]
-    assert record["outcome"] == "error"
-    assert "its world failed before running any config" in record["rank_errors"][0]["message"]
-    assert "conftest refuses rank 1" in json.dumps(record["rank_errors"])
-    assert worlds_started(result.stdout.str()) == 1  # no pointless respawns
+    # Reruns are on, but a config that never ran is not rerun: its world never started.
+    result = run_pytest(tmp_path, "--cpci-results=r.jsonl", "--cpci-reruns=2")
+    result.assert_outcomes(errors=2)
+    records = results(tmp_path / "r.jsonl")
+    assert [r["outcome"] for r in records] == ["not_run", "not_run"]
+    for record in records:
+        first = record["rank_errors"][0]
+        assert (first["rank"], first["phase"]) == (-1, "world")
+        assert first["message"].startswith("not run: world start-up failed: rank 1 exited")
+        assert "conftest refuses rank 1" in first["detail"]
+        assert record["attempt"] == 1
+    assert worlds_started(result.stdout.str()) == 1  # no pointless respawns, no reruns
+    result.stdout.fnmatch_lines(
+        ["*2 not run (never started: no verdict on their code):*", "ERROR *test_a[[]0[]]*"]
+    )

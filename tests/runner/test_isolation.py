@@ -49,6 +49,12 @@ def test_isolation_classifies_each_failure(
     assert final["test_b_order_dependent"]["isolation"] == "order-dependent"
     assert final["test_b_order_dependent"]["outcome"] == "failed"
     assert final["test_b_order_dependent"]["attempt"] == 3
+    # Order-dependence is a failure, and the note that says so leads its errors.
+    note = final["test_b_order_dependent"]["rank_errors"][0]
+    assert (note["rank"], note["phase"]) == (-1, "isolation")
+    assert note["message"] == (
+        "order-dependent: passes alone, fails after test_iso.py::test_a_pollutes"
+    )
     assert final["test_c_flaky"]["isolation"] == "flaky"
     assert final["test_c_flaky"]["outcome"] == "passed"
     assert final["test_c_flaky"]["flaky"] is True
@@ -62,8 +68,8 @@ def test_isolation_classifies_each_failure(
     assert ("test_b_order_dependent", 2, "passed") in attempts
     result.stdout.fnmatch_lines(
         [
-            "*ORDER-DEPENDENT: passes alone, but fails again after the configs that ran before it*",
-            "*1 flaky (failed, then passed alone):*",
+            "*ORDER-DEPENDENT: passes alone, fails after test_iso.py::test_a_pollutes*",
+            "*1 flaky (failed, then passed when rerun):*",
             "*test_iso.py::test_c_flaky*",
             "*1 order-dependent*",
         ]
