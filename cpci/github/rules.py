@@ -42,30 +42,74 @@ class Rule:
     message: str = ""
 
     @cached_property
-    def patterns(self) -> tuple[re.Pattern[str], ...]:
+    def patterns(self) -> tuple[Glob, ...]:
         return tuple(glob_pattern(p) for p in self.paths)
 
 
-def glob_pattern(glob: str) -> re.Pattern[str]:
-    """A path glob: `*` and `?` stay within one directory, `**/` spans any number of them."""
-    out, i = [], 0
-    while i < len(glob):
-        if glob.startswith("**/", i):
-            out.append("(?:[^/]+/)*")
-            i += 3
-        elif glob.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif glob[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif glob[i] == "?":
-            out.append("[^/]")
-            i += 1
+class Steps:
+    """Counts the matcher's inner steps, so a test can show it stays linear-ish."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+
+@dataclass(frozen=True)
+class Glob:
+    """A path glob matched segment by segment: `*` and `?` stay within one path segment, a
+    whole segment `**` spans any number of segments (zero included); `**` inside a segment is
+    a plain `*`, as in .gitignore. No regular expression is built, so no pattern backtracks:
+    a segment costs at most len(pattern) x len(segment) steps, and `**` segments add a factor
+    of the path's depth, never an exponent."""
+
+    source: str
+
+    @cached_property
+    def _segments(self) -> tuple[str, ...]:
+        return tuple(self.source.split("/"))
+
+    def fullmatch(self, path: str, steps: Steps | None = None) -> bool:
+        """Whether `path` matches the whole glob."""
+        counter = steps or Steps()
+        globs, parts = self._segments, path.split("/")
+        # reachable[j]: the globs seen so far can consume exactly parts[:j]
+        reachable = [True] + [False] * len(parts)
+        for glob in globs:
+            if glob == "**":
+                for j in range(1, len(parts) + 1):
+                    reachable[j] = reachable[j] or reachable[j - 1]
+                continue
+            reachable = [False] + [
+                reachable[j] and _segment_match(glob, parts[j], counter) for j in range(len(parts))
+            ]
+        return reachable[-1]
+
+
+def _segment_match(pattern: str, text: str, steps: Steps) -> bool:
+    """`*` and `?` wildcard matching of one segment, greedy with one backtrack point: the last
+    `*` seen is the only one ever retried, which is enough and keeps it O(len x len)."""
+    p = t = 0
+    star, resume = -1, 0
+    while t < len(text):
+        steps.count += 1
+        if p < len(pattern) and pattern[p] == "*":
+            star, resume = p, t
+            p += 1
+        elif p < len(pattern) and pattern[p] in ("?", text[t]):
+            p += 1
+            t += 1
+        elif star >= 0:
+            resume += 1
+            p, t = star + 1, resume
         else:
-            out.append(re.escape(glob[i]))
-            i += 1
-    return re.compile("".join(out))
+            return False
+    while p < len(pattern) and pattern[p] == "*":
+        p += 1
+    return p == len(pattern)
+
+
+def glob_pattern(glob: str) -> Glob:
+    """A path glob: `*` and `?` stay within one directory, `**/` spans any number of them."""
+    return Glob(glob)
 
 
 def parse_rules(source: str, filename: str = DEFAULT_PATH) -> list[Rule]:

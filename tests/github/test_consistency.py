@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from cpci.cli import main
 from cpci.github.consistency import Acknowledgements, acknowledgements, evaluate
 from cpci.github.gitdiff import parse_name_status
 from cpci.github.models import ChangedFile
-from cpci.github.rules import RulesError, glob_pattern, parse_rules
+from cpci.github.rules import RulesError, Steps, glob_pattern, parse_rules
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "cpci.yml"
 V1 = "nemo_rl/models/policy/workers/dtensor_policy_worker.py"
@@ -41,6 +44,37 @@ def test_globs_stay_within_directories_unless_double_star() -> None:
     assert glob_pattern("src/**/*.py").fullmatch("src/a.py")
     assert glob_pattern("src/**/*.py").fullmatch("src/x/y/a.py")
     assert not glob_pattern("src/a?.py").fullmatch("src/a/.py")
+
+
+def test_double_star_segments_and_gitignore_style_inner_stars() -> None:
+    assert glob_pattern("docs/**").fullmatch("docs/a/b.md")
+    assert glob_pattern("**/x.py").fullmatch("x.py")
+    assert glob_pattern("**/x.py").fullmatch("a/b/x.py")
+    assert glob_pattern("a/**/b/**/c").fullmatch("a/b/c")
+    assert glob_pattern("a/**/b/**/c").fullmatch("a/1/2/b/3/c")
+    assert not glob_pattern("a/**/b/**/c").fullmatch("a/1/2/c")
+    assert glob_pattern("src/a**b.py").fullmatch("src/axxb.py")  # inside a segment: a plain *
+    assert not glob_pattern("src/a**b.py").fullmatch("src/a/x/b.py")
+
+
+def test_the_pathological_glob_takes_linear_steps() -> None:
+    """`**a**a**a**a**b` on 200 characters backtracked for seconds as a regex; segment-wise it
+    takes at most len(pattern) x len(path) steps."""
+    glob, path, steps = glob_pattern("**a**a**a**a**b"), "a" * 200, Steps()
+    assert not glob.fullmatch(path, steps)
+    assert steps.count <= len(glob.source) * len(path)
+    deep, steps = glob_pattern("**/" * 20 + "b"), Steps()
+    assert not deep.fullmatch("/".join(["a"] * 200), steps)
+    assert steps.count <= 21 * 200
+
+
+@given(
+    glob=st.text(alphabet="ab*?/", min_size=1, max_size=8).filter(lambda g: "**" not in g),
+    path=st.text(alphabet="ab/", max_size=10),
+)
+def test_single_stars_match_as_the_regular_expression_would(glob: str, path: str) -> None:
+    regex = "".join("[^/]*" if c == "*" else "[^/]" if c == "?" else re.escape(c) for c in glob)
+    assert glob_pattern(glob).fullmatch(path) == bool(re.fullmatch(regex, path))
 
 
 def test_a_rename_counts_under_both_names() -> None:
