@@ -23,6 +23,15 @@ def register(sub: Any) -> None:
     parser.add_argument("action", choices=["create", "list", "revoke"])
     parser.add_argument("target", nargs="?", help="OWNER/REPO (create, list) or a token id")
     parser.add_argument("--name", default="", help="what the token is for")
+    parser.add_argument(
+        "--scope",
+        choices=("branch", "pr"),
+        default="pr",
+        help="pr (the default, the safer one): may upload pull-request runs only; branch: may "
+        "also upload branch history (the base every PR is compared with) and commit ancestry. "
+        "Give PR jobs a pr token and only trusted branch jobs a branch token. Tokens made "
+        "before scopes existed have scope branch",
+    )
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     add_database_option(parser)
     parser.set_defaults(func=run)
@@ -46,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
                 listed = tokens.list_tokens(session=session, repository=args.target)
                 for t in listed:
                     state = f"revoked {t.revoked_at:%Y-%m-%d}" if t.revoked_at else "active"
-                    print(f"{t.id}\t{t.repository}\t{t.name or '-'}\t{state}")
+                    print(f"{t.id}\t{t.repository}\t{t.name or '-'}\t{state}\tscope={t.scope}")
                 return 0
             if not (args.target or "").isdigit():
                 print("cpci token revoke needs a token id (see `cpci token list`)", file=sys.stderr)
@@ -67,17 +76,19 @@ def _create(session: Any, args: argparse.Namespace, tokens: Any) -> int:
     if not REPOSITORY.fullmatch(repository):
         print(f"cpci token create needs OWNER/REPO, got {repository!r}", file=sys.stderr)
         return 2
-    created = tokens.create_token(session=session, repository=repository, name=args.name)
+    created = tokens.create_token(
+        session=session, repository=repository, name=args.name, scope=args.scope
+    )
     session.commit()
     if args.json:
-        print(
-            json.dumps({"id": created.public.id, "repository": repository, "token": created.token})
-        )
+        made = {"id": created.public.id, "repository": repository, "scope": args.scope}
+        print(json.dumps({**made, "token": created.token}))
     else:
         print(created.token)
+        may = "PR runs only" if args.scope == "pr" else "branch history and PR runs"
         print(
-            f"token {created.public.id} for {repository}: store it as a CI secret now, "
-            "it is not shown again",
+            f"token {created.public.id} for {repository}, scope {args.scope} ({may}): store it "
+            "as a CI secret now, it is not shown again",
             file=sys.stderr,
         )
     return 0

@@ -8,7 +8,7 @@ one run's results) each walk a single index.
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any, Literal
+from typing import Any
 
 from sqlalchemy import JSON, BigInteger, Column, DateTime, Index, Integer, UniqueConstraint
 from sqlmodel import Field, SQLModel
@@ -61,16 +61,13 @@ class RepositoryPublic(RepositoryBase):
     id: int
 
 
-#: What an upload token may claim: `branch` uploads branch history and PR runs, `pr` only PR
-#: runs (a leaked PR token cannot rewrite the base branch's history). Tokens made before scopes
-#: existed were migrated to `branch`, the rights they had.
-TokenScope = Literal["branch", "pr"]
-TOKEN_SCOPES: tuple[TokenScope, ...] = ("branch", "pr")
-
-
 class UploadTokenBase(SQLModel):
     name: str = Field(default="", max_length=200, description="what the token is for")
-    scope: str = Field(default="pr", max_length=16, description="branch or pr")
+    scope: str = Field(
+        default="branch",
+        max_length=16,
+        description="branch: branch history and PR runs; pr: PR runs only (see core/provenance)",
+    )
 
 
 class UploadToken(UploadTokenBase, table=True):

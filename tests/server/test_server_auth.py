@@ -2,28 +2,21 @@
 
 from __future__ import annotations
 
-import json
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
-import jwt
 import pytest
 from conftest import ClientFactory
-from cryptography.hazmat.primitives.asymmetric import rsa
 from fastapi.testclient import TestClient
+from oidc_keys import AUDIENCE, ISSUER, Keys, jwks_server
 from service_builders import REPO, envelope, record, upload
 from sqlalchemy import Engine, func
 from sqlmodel import Session, select
 
 from cpci.server.crud.tokens import create_token, revoke_token
 from cpci.server.models import Run, UploadToken
-
-ISSUER = "https://token.actions.githubusercontent.com"
-AUDIENCE = "cpci-test"
 
 
 def runs(engine: Engine) -> int:
@@ -95,25 +88,6 @@ def test_token_read_access_needs_the_repositorys_token(
 # --- GitHub Actions OIDC -------------------------------------------------------------------
 
 
-class Keys:
-    def __init__(self) -> None:
-        self.good = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-        self.evil = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-        self.jwks_requests = 0
-
-    def jwks(self) -> dict[str, Any]:
-        jwk = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(self.good.public_key()))
-        return {"keys": [{**jwk, "kid": "k1", "use": "sig", "alg": "RS256"}]}
-
-    def token(self, key: Any = None, kid: str = "k1", **claims: Any) -> str:
-        now = int(time.time())
-        body = {"iss": ISSUER, "aud": AUDIENCE, "iat": now, "nbf": now, "exp": now + 300,
-                "repository": REPO, "sub": f"repo:{REPO}:ref:refs/heads/main"}  # fmt: skip
-        body.update(claims)
-        body = {k: v for k, v in body.items() if v is not None}  # None: leave the claim out
-        return jwt.encode(body, key or self.good, algorithm="RS256", headers={"kid": kid})
-
-
 @pytest.fixture(scope="module")
 def keys() -> Keys:
     return Keys()
@@ -122,26 +96,8 @@ def keys() -> Keys:
 @pytest.fixture(scope="module")
 def jwks_url(keys: Keys) -> Iterator[str]:
     """A JWKS endpoint on loopback, like GitHub's /.well-known/jwks."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            keys.jwks_requests += 1
-            body = json.dumps(keys.jwks()).encode()
-            self.send_response(200)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/.well-known/jwks"
-    server.shutdown()
-    server.server_close()
+    with jwks_server(keys) as url:
+        yield url
 
 
 @pytest.fixture

@@ -64,7 +64,7 @@ def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str
 
 def test_upload_and_read_over_http(served: tuple[str, dict[str, str]]) -> None:
     base, env = served
-    made = cli("token", "create", REPO, "--name", "e2e", "--json", env=env)
+    made = cli("token", "create", REPO, "--name", "e2e", "--scope", "branch", "--json", env=env)
     assert made.returncode == 0, made.stderr
     token = json.loads(made.stdout)["token"]
     headers = {"Authorization": f"Bearer {token}"}

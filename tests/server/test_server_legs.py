@@ -47,8 +47,11 @@ def test_two_legs_with_the_same_shard_index_are_both_stored(
             "/api/v1/uploads", json=envelope([], shard_total=2, shard_index=1, leg=leg)
         )
     assert last.json()["shards"] == last.json()["shards"] | {
-        "reported": 4, "expected": 4, "complete": True, "text": "4/4 shards on 2 legs"
-    }  # fmt: skip
+        "reported": 4,
+        "expected": 4,
+        "complete": True,
+        "text": "4/4 shards on 2 legs",
+    }
     summary = http.get(f"/api/v1/repos/{REPO}/runs/100").json()
     assert summary["outcomes"] == {"failed": 1, "passed": 1}
     assert summary["run"]["shards"]["complete"] is True

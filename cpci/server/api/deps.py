@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated
 
 from fastapi import Depends, Path, Request
 from sqlalchemy import Engine
@@ -12,11 +11,12 @@ from sqlmodel import Session
 
 from cpci.schema import INT32_MAX
 from cpci.server.core.config import Settings
-from cpci.server.core.errors import Forbidden, Unauthorized
+from cpci.server.core.errors import Unauthorized
 from cpci.server.core.oidc import OidcVerifier
+from cpci.server.core.provenance import Credential, OidcClaims
 from cpci.server.core.security import looks_like_upload_token
 from cpci.server.crud.repos import get_repository
-from cpci.server.crud.tokens import repository_for_token
+from cpci.server.crud.tokens import credential_for_token
 from cpci.server.links import Links
 from cpci.server.models import Repository
 
@@ -25,19 +25,8 @@ HOW_TO_AUTHENTICATE = (
 )
 
 
-@dataclass(frozen=True)
-class Principal:
-    """Who is calling, proven by a token: the repository they may write to."""
-
-    repository: str
-    via: Literal["token", "oidc"]
-
-    def require(self, repository: str) -> None:
-        if self.repository != repository:
-            raise Forbidden(
-                f"this {'upload token' if self.via == 'token' else 'OIDC token'} is for "
-                f"{self.repository}, not {repository}"
-            )
+#: Who is calling, proven by a token: the repository, and what they may claim in it.
+Principal = Credential
 
 
 def get_settings(request: Request) -> Settings:
@@ -79,21 +68,23 @@ def authenticate(request: Request, engine: Engine) -> Principal | None:
         raise Unauthorized(f"the Authorization header is not a bearer token: {HOW_TO_AUTHENTICATE}")
     if looks_like_upload_token(token):
         with Session(engine) as session:
-            repository = repository_for_token(session=session, token=token)
-        if repository is None:
+            credential = credential_for_token(session=session, token=token)
+        if credential is None:
             raise Unauthorized(
                 "unknown or revoked upload token: create a new one with "
                 "`cpci token create OWNER/REPO`"
             )
-        return Principal(repository, "token")
+        return credential
     verifier: OidcVerifier | None = request.app.state.oidc
     if verifier is None:
         raise Unauthorized(
             "not an upload token, and OIDC tokens are not accepted here (the server has no "
             f"CPCI_OIDC_AUDIENCE): {HOW_TO_AUTHENTICATE}"
         )
-    claims = verifier.verify(token)
-    return Principal(str(claims["repository"]), "oidc")
+    claims = OidcClaims.from_verified(verifier.verify(token))
+    return Credential(
+        repository=claims.repository, via="oidc", subject=claims.subject, claims=claims
+    )
 
 
 def require_principal(request: Request, engine: EngineDep) -> Principal:

@@ -46,6 +46,11 @@ class Settings(BaseSettings):
         description="keys the tokens are signed with",
     )
     oidc_jwks_cache_s: float = Field(default=300.0, ge=0, description="how long keys are cached")
+    oidc_fork_workflows: tuple[str, ...] = Field(
+        default=(),
+        description="JSON list of job_workflow_ref values (OWNER/REPO/.github/workflows/F.yml@REF) "
+        "allowed to upload PR runs for fork PRs; their runs are marked fork",
+    )
 
     github_url: str = Field(default="https://github.com", description="for links to CI runs")
 

@@ -19,8 +19,9 @@ from sqlmodel import Session, select
 
 from cpci.schema import RunEnvelope
 from cpci.server.core.errors import Conflict
+from cpci.server.core.provenance import Provenance
 from cpci.server.crud.common import bulk_insert, fetch_rows, insert_missing, json_text, one_of
-from cpci.server.crud.repos import ensure_environment, ensure_repository
+from cpci.server.crud.repos import bind_github_id, ensure_environment, ensure_repository
 from cpci.server.models import Config, Result, Run, Shard, utcnow
 
 RESULT_COLUMNS = (
@@ -46,10 +47,15 @@ def body_sha256(envelope: RunEnvelope) -> str:
     return hashlib.sha256(envelope.model_dump_json(by_alias=True).encode()).hexdigest()
 
 
-def ingest_shard(*, session: Session, envelope: RunEnvelope, digest: str) -> Ingested:
-    """Store the shard (the caller commits). Raises Conflict, writing nothing, on a mismatch."""
+def ingest_shard(
+    *, session: Session, envelope: RunEnvelope, digest: str, provenance: Provenance
+) -> Ingested:
+    """Store the shard (the caller commits). Raises Conflict, writing nothing, on a mismatch.
+
+    `provenance` has passed the claim rules; the run records its first uploader's."""
     repo_id = ensure_repository(session=session, name=envelope.repository)
-    run = _ensure_run(session=session, repo_id=repo_id, envelope=envelope)
+    bind_github_id(session=session, repo_id=repo_id, claimed=provenance.repository_github_id)
+    run = _ensure_run(session=session, repo_id=repo_id, envelope=envelope, provenance=provenance)
     assert run.id is not None
     existing = session.exec(
         select(Shard).where(
@@ -104,7 +110,9 @@ def _on_leg(leg: str) -> str:
     return f" on leg {leg!r}" if leg else ""
 
 
-def _ensure_run(*, session: Session, repo_id: int, envelope: RunEnvelope) -> Run:
+def _ensure_run(
+    *, session: Session, repo_id: int, envelope: RunEnvelope, provenance: Provenance
+) -> Run:
     values: dict[str, Any] = {f: getattr(envelope, f) for f in RUN_FIELDS}
     insert_missing(
         session=session,
@@ -115,6 +123,12 @@ def _ensure_run(*, session: Session, repo_id: int, envelope: RunEnvelope) -> Run
                 "ci_run_id": envelope.ci_run_id,
                 "ci_attempt": envelope.ci_attempt,
                 "created_at": utcnow(),
+                "upload_via": provenance.via,
+                "uploaded_by": provenance.uploaded_by[:500],
+                "upload_event": provenance.event and provenance.event[:50],
+                "upload_ref": provenance.ref and provenance.ref[:255],
+                "upload_workflow": provenance.workflow and provenance.workflow[:500],
+                "fork": provenance.fork,
                 **values,
             }
         ],

@@ -9,6 +9,7 @@ from sqlmodel import Session, select
 
 from cpci.schema import Environment
 from cpci.server.core.errors import NotFound
+from cpci.server.core.provenance import check_repository_id
 from cpci.server.crud.common import insert_missing
 from cpci.server.models import EnvironmentFingerprint, Repository
 
@@ -30,6 +31,16 @@ def ensure_repository(*, session: Session, name: str) -> int:
     repo_id = session.exec(select(Repository.id).where(Repository.name == name)).one()
     assert repo_id is not None
     return repo_id
+
+
+def bind_github_id(*, session: Session, repo_id: int, claimed: str | None) -> None:
+    """Bind the repository to GitHub's numeric id on first sight; Forbidden on a mismatch."""
+    repo = session.get_one(Repository, repo_id)
+    github_id = check_repository_id(name=repo.name, bound=repo.github_id, claimed=claimed)
+    if github_id is not None:
+        repo.github_id = github_id
+        session.add(repo)
+        session.flush()
 
 
 def fingerprint(environment: Environment) -> str:

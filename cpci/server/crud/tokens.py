@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from sqlmodel import Session, col, select
 
+from cpci.server.core.provenance import Credential, TokenScope
 from cpci.server.core.security import new_token, token_sha256
 from cpci.server.crud.repos import ensure_repository
 from cpci.server.models import Repository, UploadToken, UploadTokenPublic, as_utc, utcnow
@@ -17,10 +18,16 @@ class CreatedToken:
     public: UploadTokenPublic
 
 
-def create_token(*, session: Session, repository: str, name: str = "") -> CreatedToken:
+def create_token(
+    *, session: Session, repository: str, name: str = "", scope: TokenScope = "branch"
+) -> CreatedToken:
+    """A new token (shown only now). The CLI defaults to scope `pr`; callers here say what they
+    need, `branch` for service-side setup and tests of branch history."""
     repo_id = ensure_repository(session=session, name=repository)
     token = new_token()
-    row = UploadToken(repository_id=repo_id, name=name, token_sha256=token_sha256(token))
+    row = UploadToken(
+        repository_id=repo_id, name=name, scope=scope, token_sha256=token_sha256(token)
+    )
     session.add(row)
     session.flush()
     return CreatedToken(token, _public(row, repository))
@@ -42,22 +49,27 @@ def revoke_token(*, session: Session, token_id: int) -> bool:
     return True
 
 
-def repository_for_token(*, session: Session, token: str) -> str | None:
-    """The repository a live token uploads to, or None for an unknown or revoked token."""
-    name = session.exec(
-        select(Repository.name)
-        .join(UploadToken)
+def credential_for_token(*, session: Session, token: str) -> Credential | None:
+    """Who a live token speaks for (repository, token id, scope); None if unknown or revoked."""
+    found = session.exec(
+        select(UploadToken, Repository.name)
+        .join(Repository)
         .where(
             UploadToken.token_sha256 == token_sha256(token), col(UploadToken.revoked_at).is_(None)
         )
     ).first()
-    return name
+    if found is None:
+        return None
+    row, name = found
+    scope: TokenScope = "pr" if row.scope == "pr" else "branch"
+    return Credential(repository=name, via="token", subject=f"token:{row.id}", scope=scope)
 
 
 def _public(row: UploadToken, repository: str) -> UploadTokenPublic:
     return UploadTokenPublic(
         id=row.id or 0,
         name=row.name,
+        scope=row.scope,
         repository=repository,
         created_at=as_utc(row.created_at),
         revoked_at=as_utc(row.revoked_at) if row.revoked_at else None,

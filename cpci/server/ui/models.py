@@ -166,9 +166,21 @@ class ResultRow(BaseModel):
 Sort = Literal["config", "-config", "outcome", "-outcome", "duration", "-duration"]
 
 
+class RunProvenance(BaseModel):
+    """Who uploaded the run (its first shard), as the credential proved it."""
+
+    via: str | None = Field(description="token or oidc; null for runs stored before provenance")
+    uploaded_by: str | None = Field(description="token:ID or the OIDC subject")
+    event: str | None = Field(description="the workflow's event (OIDC)")
+    ref: str | None = Field(description="the workflow's ref (OIDC)")
+    workflow: str | None = Field(description="the job's workflow ref (OIDC)")
+    fork: bool = Field(description="uploaded by the allow-listed fork-results workflow")
+
+
 class RunDetail(BaseModel):
     repository: str
     run: RunRef
+    provenance: RunProvenance
     attempts: list[int]
     environments: list[EnvironmentPublic]
     shards: list[ShardRow]

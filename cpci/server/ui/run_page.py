@@ -31,7 +31,7 @@ from cpci.server.models import (
     as_utc,
 )
 from cpci.server.ui import urls
-from cpci.server.ui.models import ResultRow, RunDetail, ShardRow, Sort
+from cpci.server.ui.models import ResultRow, RunDetail, RunProvenance, ShardRow, Sort
 
 PER_PAGE = 100
 TIMING_NOTE = (
@@ -107,9 +107,18 @@ def run_detail(
     total: Counter[str] = Counter()
     for s in shards:
         total.update(s.outcomes)
+    first = merged.runs[0]
     return RunDetail(
         repository=repo.name,
         run=merged.ref(repo.name, links),
+        provenance=RunProvenance(
+            via=first.upload_via,
+            uploaded_by=first.uploaded_by,
+            event=first.upload_event,
+            ref=first.upload_ref,
+            workflow=first.upload_workflow,
+            fork=first.fork,
+        ),
         attempts=[r.ci_attempt for r in merged.runs],
         environments=[EnvironmentPublic.model_validate(e, from_attributes=True) for e in envs],
         shards=shards,

@@ -16,11 +16,12 @@ from cpci.server.api.deps import (
     SessionDep,
     SettingsDep,
 )
+from cpci.server.core.provenance import check_ancestry
 from cpci.server.crud.commits import record_parents
 from cpci.server.crud.flaky import flaky_configs
 from cpci.server.crud.history import config_history
 from cpci.server.crud.reports import pull_request_report
-from cpci.server.crud.repos import ensure_repository
+from cpci.server.crud.repos import bind_github_id, ensure_repository
 from cpci.server.crud.runs import run_summary
 from cpci.server.reports import FlakyList, HistoryPage, PullRequestReport, RunSummary
 
@@ -94,13 +95,27 @@ class AncestryReceipt(BaseModel):
     recorded: int
 
 
-@router.post("/commits", summary="Record first-parent commit links", tags=["uploads"])
+@router.post(
+    "/commits",
+    summary="Record first-parent commit links",
+    description="First write wins; a link contradicting a stored one is a 409 naming both "
+    "parents. Needs branch rights (a `branch` token, or OIDC from a branch run); `cpci upload` "
+    "records the checkout's first-parent history of branch runs by itself.",
+    tags=["uploads"],
+    responses={
+        403: {"description": "the credential has no branch rights"},
+        409: {"description": "a link contradicts a stored one"},
+    },
+)
 def commits(
     owner: str, repo: str, body: Ancestry, principal: PrincipalDep, session: SessionDep
 ) -> AncestryReceipt:
     name = f"{owner}/{repo}"
     principal.require(name)
+    check_ancestry(principal)
     repo_id = ensure_repository(session=session, name=name)
+    if principal.claims is not None:
+        bind_github_id(session=session, repo_id=repo_id, claimed=principal.claims.repository_id)
     count = record_parents(
         session=session, repo_id=repo_id, links=[(p.commit, p.parent) for p in body.parents]
     )

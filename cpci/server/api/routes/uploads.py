@@ -17,6 +17,7 @@ from cpci.server.api.payload import parse_envelope, read_limited
 from cpci.server.core.db import writer
 from cpci.server.core.errors import Conflict
 from cpci.server.core.metrics import Metrics
+from cpci.server.core.provenance import Provenance, check_upload
 from cpci.server.crud.ingest import Ingested, body_sha256, ingest_shard
 from cpci.server.crud.runs import merge_runs
 from cpci.server.links import Links
@@ -30,7 +31,10 @@ ATTEMPTS = 3
 ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"description": "unsupported schema version (the supported ones are named)"},
     401: {"description": "missing or invalid credentials"},
-    403: {"description": "the credentials are for another repository"},
+    403: {
+        "description": "the credentials are for another repository, or may not claim this "
+        "branch / pull request (the rule is named)"
+    },
     409: {"description": "this shard was already uploaded with a different body"},
     413: {"description": "the body is over CPCI_MAX_UPLOAD_BYTES"},
     422: {"description": "the body does not match the schema; each error has its field path"},
@@ -43,6 +47,7 @@ class UploadReceipt(BaseModel):
     ci_run_id: str
     ci_attempt: int
     shard_index: int
+    leg: str = ""
     results: int
     shards: ShardProgress
     run_api_url: str
@@ -77,8 +82,14 @@ async def upload(
     raw = await read_limited(request, settings.max_upload_bytes)
     envelope = await run_in_threadpool(parse_envelope, raw)
     principal.require(envelope.repository)
+    provenance = check_upload(
+        principal,
+        branch=envelope.branch,
+        pull_request=envelope.pull_request,
+        fork_workflows=settings.oidc_fork_workflows,
+    )
     metrics: Metrics = request.app.state.metrics
-    receipt = await run_in_threadpool(store, engine, envelope, links)
+    receipt = await run_in_threadpool(store, engine, envelope, links, provenance)
     metrics.uploads.labels(receipt.status).inc()
     if receipt.status == "stored":
         metrics.results.inc(receipt.results)
@@ -87,13 +98,17 @@ async def upload(
     return receipt
 
 
-def store(engine: Engine, envelope: RunEnvelope, links: Links) -> UploadReceipt:
+def store(
+    engine: Engine, envelope: RunEnvelope, links: Links, provenance: Provenance
+) -> UploadReceipt:
     """Ingest in one write transaction; retry when a concurrent upload created the same rows."""
     digest = body_sha256(envelope)
     for attempt in range(ATTEMPTS):
         try:
             with Session(writer(engine)) as session:
-                done = ingest_shard(session=session, envelope=envelope, digest=digest)
+                done = ingest_shard(
+                    session=session, envelope=envelope, digest=digest, provenance=provenance
+                )
                 receipt = _receipt(session, envelope, done, links)
                 session.commit()
                 return receipt
@@ -120,6 +135,7 @@ def _receipt(
         ci_run_id=envelope.ci_run_id,
         ci_attempt=envelope.ci_attempt,
         shard_index=envelope.shard_index,
+        leg=envelope.leg,
         results=done.results,
         shards=merged.progress,
         run_api_url=links.api_run(envelope.repository, envelope.ci_run_id),

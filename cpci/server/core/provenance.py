@@ -1,0 +1,206 @@
+"""Which runs a credential may claim: the rules, as pure functions over typed records.
+
+A run's results shape other runs' verdicts (a base-branch run is every PR's baseline), so a
+credential may only claim what it was issued for:
+
+- an upload token of scope `branch` may upload branch history and PR runs; of scope `pr`, PR
+  runs only (a token handed to PR jobs cannot rewrite the base branch's history);
+- a GitHub Actions OIDC token speaks for the event and ref it was minted in: a branch run (no
+  PR) needs event `push`, `schedule` or `workflow_dispatch` and `ref == refs/heads/<branch>`; a
+  PR run needs event `pull_request` and `ref == refs/pull/<N>/merge`, or an allow-listed
+  `job_workflow_ref` (the fork-results workflow, which uploads for fork PRs from the base
+  repository), and is then marked as a fork run.
+
+Every refusal is a 403 naming the rule and what to do. The routes call these functions; nothing
+here touches the database or the network, so each rule is unit-tested on its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from cpci.server.core.errors import Forbidden
+
+#: Events whose OIDC tokens may claim branch history.
+BRANCH_EVENTS = frozenset({"push", "schedule", "workflow_dispatch"})
+#: The event whose OIDC tokens may claim the run of the pull request they were minted for.
+PULL_REQUEST_EVENT = "pull_request"
+
+#: What an upload token may claim. Tokens made before scopes existed were migrated to `branch`,
+#: the rights they had; `cpci token create` defaults to `pr`, the safer one.
+TokenScope = Literal["branch", "pr"]
+TOKEN_SCOPES: tuple[TokenScope, ...] = ("branch", "pr")
+
+
+@dataclass(frozen=True)
+class OidcClaims:
+    """The verified claims of a GitHub Actions OIDC token that provenance looks at."""
+
+    repository: str
+    repository_id: str | None
+    subject: str
+    event: str | None
+    ref: str | None
+    job_workflow_ref: str | None
+
+    @classmethod
+    def from_verified(cls, claims: Mapping[str, Any]) -> OidcClaims:
+        """Pick the claims out of a token `OidcVerifier.verify` has checked."""
+
+        def text(name: str) -> str | None:
+            value = claims.get(name)
+            return None if value is None else str(value)
+
+        return cls(
+            repository=str(claims["repository"]),
+            repository_id=text("repository_id"),
+            subject=text("sub") or "",
+            event=text("event_name"),
+            ref=text("ref"),
+            job_workflow_ref=text("job_workflow_ref") or text("workflow_ref"),
+        )
+
+
+@dataclass(frozen=True)
+class Credential:
+    """Who is calling, as proven by their bearer token."""
+
+    repository: str
+    via: Literal["token", "oidc"]
+    subject: str  # "token:ID" or the OIDC subject
+    scope: TokenScope | None = None  # upload tokens only
+    claims: OidcClaims | None = None  # OIDC only
+
+    def require(self, repository: str) -> None:
+        """Forbidden unless the credential is for `repository`."""
+        if self.repository != repository:
+            raise Forbidden(
+                f"this {'upload token' if self.via == 'token' else 'OIDC token'} is for "
+                f"{self.repository}, not {repository}"
+            )
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """What is recorded on a run about who uploaded it (and shown on its page)."""
+
+    via: Literal["token", "oidc"]
+    uploaded_by: str
+    event: str | None = None
+    ref: str | None = None
+    workflow: str | None = None
+    fork: bool = False
+    repository_github_id: str | None = None
+
+
+def check_upload(
+    credential: Credential,
+    *,
+    branch: str | None,
+    pull_request: int | None,
+    fork_workflows: Collection[str],
+) -> Provenance:
+    """The provenance of an upload claiming `branch` / `pull_request`; Forbidden if the
+    credential may not claim it."""
+    if credential.claims is None:
+        _check_token_scope(credential, branch=branch, pull_request=pull_request)
+        return Provenance(via="token", uploaded_by=credential.subject)
+    claims = credential.claims
+    fork = False
+    if pull_request is None:
+        _check_branch_claims(claims, branch)
+    else:
+        fork = _check_pull_request_claims(claims, pull_request, fork_workflows)
+    return Provenance(
+        via="oidc",
+        uploaded_by=claims.subject,
+        event=claims.event,
+        ref=claims.ref,
+        workflow=claims.job_workflow_ref,
+        fork=fork,
+        repository_github_id=claims.repository_id,
+    )
+
+
+def check_ancestry(credential: Credential) -> None:
+    """Recording commit ancestry needs branch rights: links steer every PR's base fallback."""
+    if credential.claims is None:
+        if credential.scope != "branch":
+            raise Forbidden(
+                "recording commit ancestry needs an upload token of scope `branch` (this one "
+                "is `pr`): record it from branch runs, which `cpci upload` does by itself"
+            )
+        return
+    claims = credential.claims
+    if claims.event not in BRANCH_EVENTS or not (claims.ref or "").startswith("refs/heads/"):
+        raise Forbidden(
+            f"recording commit ancestry needs an OIDC token from a branch run (event push, "
+            f"schedule or workflow_dispatch on refs/heads/...), not event {claims.event!r} on "
+            f"ref {claims.ref!r}: record it from branch runs, which `cpci upload` does by itself"
+        )
+
+
+def check_repository_id(*, name: str, bound: int | None, claimed: str | None) -> int | None:
+    """The GitHub id to bind `name` to (None: nothing to bind); Forbidden on a mismatch.
+
+    The first OIDC upload binds the name to GitHub's numeric id; a token for the same name with
+    another id comes from a repository that was deleted and recreated, or renamed onto it.
+    """
+    if claimed is None or not claimed.isdigit():
+        return None
+    if bound is None:
+        return int(claimed)
+    if bound != int(claimed):
+        raise Forbidden(
+            f"{name} is bound to GitHub repository id {bound}, but this OIDC token comes from "
+            f"repository id {claimed} (the repository was deleted and recreated, or another one "
+            f"renamed to {name}): its uploads are refused; if the new repository is the rightful "
+            f"owner of the history, an administrator must clear the binding "
+            f"(`UPDATE repository SET github_id = NULL WHERE name = '{name}'`)"
+        )
+    return None
+
+
+def _check_token_scope(
+    credential: Credential, *, branch: str | None, pull_request: int | None
+) -> None:
+    if pull_request is None and credential.scope != "branch":
+        raise Forbidden(
+            f"this upload token ({credential.subject}) has scope `pr`: it may upload pull "
+            f"request runs only, not branch history ({branch or 'no branch'}, no pull_request); "
+            f"upload branch runs with a token made by `cpci token create {credential.repository} "
+            "--scope branch`, or with a GitHub OIDC token from a push workflow"
+        )
+
+
+def _check_branch_claims(claims: OidcClaims, branch: str | None) -> None:
+    if claims.event not in BRANCH_EVENTS:
+        raise Forbidden(
+            f"a branch run (no pull_request) must be uploaded from a push, schedule or "
+            f"workflow_dispatch workflow; this OIDC token is from event {claims.event!r}: "
+            "upload PR runs with their pull_request number"
+        )
+    if branch is None or claims.ref != f"refs/heads/{branch}":
+        raise Forbidden(
+            f"this OIDC token was minted on ref {claims.ref!r}, so it may claim only that "
+            f"branch, not branch {branch!r}: upload with --branch matching the workflow's ref"
+        )
+
+
+def _check_pull_request_claims(
+    claims: OidcClaims, pull_request: int, fork_workflows: Collection[str]
+) -> bool:
+    """True when the upload comes from the allow-listed fork-results workflow."""
+    if claims.job_workflow_ref is not None and claims.job_workflow_ref in fork_workflows:
+        return True
+    expected = f"refs/pull/{pull_request}/merge"
+    if claims.event != PULL_REQUEST_EVENT or claims.ref != expected:
+        raise Forbidden(
+            f"a run of PR #{pull_request} must be uploaded from that PR's pull_request workflow "
+            f"(ref {expected}) or from an allow-listed fork-results workflow "
+            f"(CPCI_OIDC_FORK_WORKFLOWS); this OIDC token is from event {claims.event!r} on "
+            f"ref {claims.ref!r} (workflow {claims.job_workflow_ref!r})"
+        )
+    return False

@@ -1,0 +1,92 @@
+"""GitHub Actions OIDC on loopback: an RSA key pair, tokens signed with it, and a JWKS server
+publishing its public half (like GitHub's /.well-known/jwks)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import jwt
+from cryptography.hazmat.primitives.asymmetric import rsa
+from service_builders import REPO
+
+ISSUER = "https://token.actions.githubusercontent.com"
+AUDIENCE = "cpci-test"
+REPO_ID = "4242"
+#: The claims of a push to main, as GitHub mints them (the ones cpci looks at).
+PUSH_TO_MAIN = {
+    "sub": f"repo:{REPO}:ref:refs/heads/main",
+    "repository": REPO,
+    "repository_id": REPO_ID,
+    "event_name": "push",
+    "ref": "refs/heads/main",
+    "job_workflow_ref": f"{REPO}/.github/workflows/ci.yml@refs/heads/main",
+}
+
+
+def pull_request_claims(number: int, repo: str = REPO) -> dict[str, Any]:
+    """The claims of a `pull_request` workflow of PR `number` (its merge ref)."""
+    return {
+        "sub": f"repo:{repo}:pull_request",
+        "event_name": "pull_request",
+        "ref": f"refs/pull/{number}/merge",
+        "job_workflow_ref": f"{repo}/.github/workflows/ci.yml@refs/pull/{number}/merge",
+    }
+
+
+class Keys:
+    def __init__(self) -> None:
+        self.good = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        self.evil = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        self.jwks_requests = 0
+
+    def jwks(self) -> dict[str, Any]:
+        jwk = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(self.good.public_key()))
+        return {"keys": [{**jwk, "kid": "k1", "use": "sig", "alg": "RS256"}]}
+
+    def token(self, key: Any = None, kid: str = "k1", **claims: Any) -> str:
+        """A signed token: a push to main unless `claims` say otherwise (None drops a claim)."""
+        now = int(time.time())
+        body = {
+            "iss": ISSUER,
+            "aud": AUDIENCE,
+            "iat": now,
+            "nbf": now,
+            "exp": now + 300,
+            **PUSH_TO_MAIN,
+        }
+        body.update(claims)
+        body = {k: v for k, v in body.items() if v is not None}
+        return jwt.encode(body, key or self.good, algorithm="RS256", headers={"kid": kid})
+
+
+@contextmanager
+def jwks_server(keys: Keys) -> Iterator[str]:
+    """Serve `keys`' JWKS on a loopback port; yields its URL."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            keys.jwks_requests += 1
+            body = json.dumps(keys.jwks()).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/.well-known/jwks"
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -1,0 +1,232 @@
+"""Provenance over real HTTP: RSA-signed GitHub OIDC tokens (JWKS on loopback) and scoped upload
+tokens against a real uvicorn; each claim rule refuses with a 403 naming it and writes nothing,
+and the run page's JSON twin shows who uploaded the run."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from oidc_keys import AUDIENCE, ISSUER, REPO_ID, Keys, jwks_server, pull_request_claims
+from service_builders import BASE, REPO, envelope, record
+from sqlalchemy import Engine, func
+from sqlmodel import Session, select
+
+from cpci.server import Settings, create_app
+from cpci.server.core.errors import Forbidden
+from cpci.server.core.provenance import Credential, OidcClaims, check_upload
+from cpci.server.crud.tokens import create_token
+from cpci.server.models import Repository, Run
+from cpci.server.ui import urls
+from tests.live_server import serve
+
+FORK_WORKFLOW = f"{REPO}/.github/workflows/cpci-fork-results.yml@refs/heads/main"
+
+
+@pytest.fixture(scope="module")
+def keys() -> Keys:
+    return Keys()
+
+
+@pytest.fixture
+def base_url(engine: Engine, db_url: str, keys: Keys) -> Iterator[str]:
+    with jwks_server(keys) as jwks, httpx.Client() as oidc_http:
+        settings = Settings(
+            database_url=db_url,
+            oidc_audience=AUDIENCE,
+            oidc_issuer=ISSUER,
+            oidc_jwks_url=jwks,
+            oidc_fork_workflows=(FORK_WORKFLOW,),
+        )
+        with serve(create_app(settings, engine=engine, oidc_http=oidc_http)) as url:
+            yield url
+
+
+def post(base_url: str, bearer: str, body: dict[str, Any]) -> httpx.Response:
+    return httpx.post(
+        f"{base_url}/api/v1/uploads", json=body, headers={"Authorization": f"Bearer {bearer}"}
+    )
+
+
+def runs(engine: Engine) -> int:
+    with Session(engine) as session:
+        return session.exec(select(func.count()).select_from(Run)).one()
+
+
+def pr_run(number: int, **fields: Any) -> dict[str, Any]:
+    body = {"branch": "feature", "pull_request": number, "base_commit": BASE, **fields}
+    return envelope([record("p2p")], commit="c" * 40, **body)
+
+
+def test_a_push_to_main_uploads_main_and_the_run_page_says_who(
+    base_url: str, keys: Keys, engine: Engine
+) -> None:
+    response = post(base_url, keys.token(), envelope([record("p2p")]))
+    assert response.status_code == 201, response.text
+    detail = httpx.get(f"{base_url}/api/v1/repos/{REPO}/runs/100/detail").json()
+    assert detail["provenance"] == {
+        "via": "oidc",
+        "uploaded_by": f"repo:{REPO}:ref:refs/heads/main",
+        "event": "push",
+        "ref": "refs/heads/main",
+        "workflow": f"{REPO}/.github/workflows/ci.yml@refs/heads/main",
+        "fork": False,
+    }
+    page = httpx.get(base_url + urls.run(REPO, "100")).text
+    assert "via OIDC · event push · ref <code>refs/heads/main</code>" in page
+
+
+@pytest.mark.parametrize(
+    ("claims", "body", "says"),
+    [
+        ({"ref": "refs/heads/feature"}, {}, "minted on ref 'refs/heads/feature'"),
+        ({"event_name": "pull_request_target"}, {}, "must be uploaded from a push, schedule"),
+        (pull_request_claims(7), {}, "this OIDC token is from event 'pull_request'"),
+        (pull_request_claims(7), {"pull_request": 8}, "ref refs/pull/8/merge"),
+        ({"event_name": "workflow_run"}, {"pull_request": 9}, "CPCI_OIDC_FORK_WORKFLOWS"),
+    ],
+    ids=["other-branch", "other-event", "pr-claims-branch", "other-pr", "unlisted-workflow"],
+)
+def test_an_oidc_token_claims_only_its_own_event_and_ref(
+    base_url: str,
+    keys: Keys,
+    engine: Engine,
+    claims: dict[str, Any],
+    body: dict[str, Any],
+    says: str,
+) -> None:
+    response = post(base_url, keys.token(**claims), envelope([record("p2p")], **body))
+    assert response.status_code == 403, response.text
+    assert says in response.json()["detail"]
+    assert runs(engine) == 0
+
+
+def test_a_pr_workflow_uploads_its_own_pr(base_url: str, keys: Keys) -> None:
+    response = post(base_url, keys.token(**pull_request_claims(7)), pr_run(7))
+    assert response.status_code == 201, response.text
+    detail = httpx.get(f"{base_url}/api/v1/repos/{REPO}/runs/100/detail").json()
+    assert detail["provenance"]["event"] == "pull_request"
+    assert detail["provenance"]["fork"] is False
+
+
+def test_the_allow_listed_fork_workflow_uploads_a_pr_marked_fork(
+    base_url: str, keys: Keys, engine: Engine
+) -> None:
+    fork = keys.token(
+        event_name="workflow_run",
+        sub=f"repo:{REPO}:ref:refs/heads/main",
+        job_workflow_ref=FORK_WORKFLOW,
+    )
+    assert post(base_url, fork, pr_run(9)).status_code == 201
+    with Session(engine) as session:
+        assert session.exec(select(Run.fork)).one() is True
+    detail = httpx.get(f"{base_url}/api/v1/repos/{REPO}/runs/100/detail").json()
+    assert detail["provenance"]["fork"] is True
+    # The fork workflow speaks for PR runs only, never for branch history.
+    refused = post(base_url, fork, envelope([record("p2p")], ci_run_id="101"))
+    assert refused.status_code == 403
+
+
+def test_the_repository_id_is_bound_on_first_sight(
+    base_url: str, keys: Keys, engine: Engine
+) -> None:
+    assert post(base_url, keys.token(), envelope([record("p2p")])).status_code == 201
+    with Session(engine) as session:
+        assert session.exec(select(Repository.github_id)).one() == int(REPO_ID)
+    recreated = keys.token(repository_id="9999")
+    response = post(base_url, recreated, envelope([record("p2p")], ci_run_id="101"))
+    assert response.status_code == 403
+    assert f"bound to GitHub repository id {REPO_ID}" in response.json()["detail"]
+    assert "repository id 9999" in response.json()["detail"]
+    assert runs(engine) == 1
+    commits = httpx.post(
+        f"{base_url}/api/v1/repos/{REPO}/commits",
+        json={"parents": [{"commit": "c" * 40, "parent": BASE}]},
+        headers={"Authorization": f"Bearer {recreated}"},
+    )
+    assert commits.status_code == 403
+
+
+@pytest.fixture
+def scoped(engine: Engine) -> dict[str, str]:
+    with Session(engine) as session:
+        made = {
+            s: create_token(session=session, repository=REPO, scope=s).token
+            for s in ("pr", "branch")
+        }
+        session.commit()
+    return made
+
+
+def test_a_pr_scoped_token_uploads_pr_runs_only(
+    base_url: str, scoped: dict[str, str], engine: Engine
+) -> None:
+    refused = post(base_url, scoped["pr"], envelope([record("p2p")]))
+    assert refused.status_code == 403
+    assert "has scope `pr`" in refused.json()["detail"]
+    assert "--scope branch" in refused.json()["detail"]
+    assert runs(engine) == 0
+    assert post(base_url, scoped["pr"], pr_run(7)).status_code == 201
+    assert (
+        post(base_url, scoped["branch"], envelope([record("p2p")], ci_run_id="7")).status_code
+        == 201
+    )
+    detail = httpx.get(f"{base_url}/api/v1/repos/{REPO}/runs/7/detail").json()
+    assert detail["provenance"]["via"] == "token"
+    assert detail["provenance"]["uploaded_by"].startswith("token:")
+
+
+def test_commit_links_need_branch_rights_and_a_conflict_names_both_parents(
+    base_url: str, scoped: dict[str, str]
+) -> None:
+    url = f"{base_url}/api/v1/repos/{REPO}/commits"
+
+    def links(bearer: str, *pairs: tuple[str, str]) -> httpx.Response:
+        body = {"parents": [{"commit": c, "parent": p} for c, p in pairs]}
+        return httpx.post(url, json=body, headers={"Authorization": f"Bearer {bearer}"})
+
+    head, base, other = "c" * 40, BASE, "d" * 40
+    refused = links(scoped["pr"], (head, base))
+    assert (refused.status_code, "scope `branch`" in refused.json()["detail"]) == (403, True)
+    assert links(scoped["branch"], (head, base)).json() == {"recorded": 1}
+    assert links(scoped["branch"], (head, base)).status_code == 200  # the same link again
+    clash = links(scoped["branch"], ("e" * 40, base), (head, other))
+    assert clash.status_code == 409
+    assert f"commit {head} already has first parent {base}, not {other}" in clash.json()["detail"]
+    # Nothing of the refused request was stored: its other link can still be recorded anew.
+    assert links(scoped["branch"], ("e" * 40, other)).status_code == 200
+
+
+# --- the rules on their own ---------------------------------------------------------------
+
+
+def oidc(**claims: str | None) -> Credential:
+    base: dict[str, str | None] = {
+        "repository": REPO,
+        "repository_id": REPO_ID,
+        "subject": "s",
+        "event": "push",
+        "ref": "refs/heads/main",
+        "job_workflow_ref": None,
+    }
+    parsed = OidcClaims(**{**base, **claims})  # type: ignore[arg-type]
+    return Credential(repository=REPO, via="oidc", subject="s", claims=parsed)
+
+
+@pytest.mark.parametrize("event", ["push", "schedule", "workflow_dispatch"])
+def test_branch_events_may_claim_their_branch(event: str) -> None:
+    made = check_upload(oidc(event=event), branch="main", pull_request=None, fork_workflows=())
+    assert (made.event, made.ref, made.fork) == (event, "refs/heads/main", False)
+
+
+def test_a_branch_claim_without_a_branch_is_refused() -> None:
+    with pytest.raises(Forbidden, match="not branch None"):
+        check_upload(oidc(), branch=None, pull_request=None, fork_workflows=())
+
+
+def test_a_fork_workflow_must_match_exactly() -> None:
+    near = oidc(event="workflow_run", job_workflow_ref=FORK_WORKFLOW.replace("main", "evil"))
+    with pytest.raises(Forbidden, match="CPCI_OIDC_FORK_WORKFLOWS"):
+        check_upload(near, branch="f", pull_request=3, fork_workflows=(FORK_WORKFLOW,))
