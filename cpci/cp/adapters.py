@@ -1,8 +1,9 @@
 """Other CP stacks behind the harness's `fn(q, k, v) -> out` shape, checked by the same oracle.
 
-- `torch_cp`: PyTorch's CP dispatcher (what the public `context_parallel()` enables) on our
-  shards; its head-tail layout is ours (rank r holds chunks r and 2*cp-1-r). CUDA only: torch
-  has no CP sharding strategy for the CPU flash op.
+- `torch_cp`: PyTorch's own CP on the path torchtitan uses (`_context_parallel_shard` with the
+  head-tail balancer, the `_ContextParallel` plan), in `cpci.cp.torch_cp`; version-gated, CUDA
+  only. (The earlier adapter drove the private dispatcher internals of `context_parallel()`;
+  it is gone: torchtitan no longer takes that path, so testing it proved nothing about theirs.)
 - `te_p2p`, `te_all_gather`, `te_a2a`: TransformerEngine's `DotProductAttention` with a CP group
   and that communication type, when TE is importable on a GPU.
 
@@ -13,29 +14,17 @@ Legend: B batch, S local sequence, H heads, D head dim.
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import importlib.util
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 
-from cpci.cp.harness import CaseSpec, CPFunction
-from cpci.cp.shapes import from_bhsd, to_bhsd
-
-Around = Callable[[], contextlib.AbstractContextManager[None]]
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """An adapter made ready for one config: the CP function and what to run it inside."""
-
-    fn: CPFunction
-    around: Around = contextlib.nullcontext
+from cpci.cp import torch_cp
+from cpci.cp.harness import CaseSpec, Prepared
 
 
 @dataclass(frozen=True)
@@ -45,48 +34,6 @@ class Adapter:
     name: str
     why_not: Callable[[CaseSpec, Any], str | None]
     prepare: Callable[[CaseSpec, Any], Prepared]
-
-
-def _torch_cp_why_not(spec: CaseSpec, device: Any) -> str | None:
-    if torch.device(device).type != "cuda":
-        return (
-            f"PyTorch context_parallel needs CUDA: torch {torch.__version__} has no CP sharding "
-            "strategy for the CPU flash attention op"
-        )
-    if spec.load_balance and not spec.causal:
-        return "PyTorch's ring refuses load balancing without is_causal=True"
-    if spec.heads_q != spec.heads_kv:
-        return "PyTorch's ring SDPA kernels take equal query and key/value heads (no GQA)"
-    return None
-
-
-def _torch_cp_prepare(spec: CaseSpec, group: Any) -> Prepared:
-    from torch.distributed.device_mesh import DeviceMesh
-    from torch.distributed.tensor.experimental._context_parallel import _attention as cp_impl
-
-    mesh = DeviceMesh.from_group(group or dist.group.WORLD, device_type="cuda")
-
-    @contextlib.contextmanager
-    def around() -> Iterator[None]:
-        # What `context_parallel()` does after sharding its buffers, minus the sharding: the
-        # harness gives every rank its shard already.
-        old_mode, old_balance = cp_impl._dispatch_mode, cp_impl._cp_options.enable_load_balance
-        cp_impl._dispatch_mode = cp_impl._DispatchMode.MONKEY_PATCH
-        cp_impl._cp_options.enable_load_balance = spec.load_balance
-        cp_impl._enable_context_parallel_dispatcher_impl(seq_dim=2, mesh=mesh)
-        try:
-            yield
-        finally:
-            cp_impl._disable_context_parallel_dispatcher_impl()
-            cp_impl._dispatch_mode = old_mode
-            cp_impl._cp_options.enable_load_balance = old_balance
-
-    def fn(q: Any, k: Any, v: Any) -> Any:
-        q_BHSD, k_BHSD, v_BHSD = (to_bhsd(x, spec.layout) for x in (q, k, v))
-        out_BHSD = F.scaled_dot_product_attention(q_BHSD, k_BHSD, v_BHSD, is_causal=spec.causal)
-        return from_bhsd(out_BHSD, spec.layout)
-
-    return Prepared(fn, around)
 
 
 def _te_why_not(spec: CaseSpec, device: Any) -> str | None:
@@ -129,7 +76,7 @@ def _te_prepare(comm_type: str) -> Callable[[CaseSpec, Any], Prepared]:
 
 
 ADAPTERS: dict[str, Adapter] = {
-    "torch_cp": Adapter("torch_cp", _torch_cp_why_not, _torch_cp_prepare),
+    "torch_cp": Adapter("torch_cp", torch_cp.why_not, torch_cp.prepare),
     **{
         f"te_{comm}": Adapter(f"te_{comm}", _te_why_not, _te_prepare(comm))
         for comm in ("p2p", "all_gather", "a2a")

@@ -24,6 +24,19 @@ from cpci.cp.oracle import Reference, reference_attention
 from cpci.cp.shapes import Layout, seq_dim
 
 CPFunction = Callable[[Any, Any, Any], Any]
+Around = Callable[[], contextlib.AbstractContextManager[Any]]
+# (full-sequence buffers, their sequence dim) -> this rank's shards, in the same order.
+Sharder = Callable[[list[Any], int], list[Any]]
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A CP implementation made ready for one config: its function, what to run it inside, and
+    how it shards its inputs (None: `SequenceBalancer`, the layout every stack here agrees on)."""
+
+    fn: CPFunction
+    around: Around = contextlib.nullcontext
+    shard: Sharder | None = None
 
 
 @dataclass(frozen=True)
@@ -75,19 +88,24 @@ def run_sharded(
     rank: int,
     cp_size: int,
     group: Any,
-    around: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
+    around: Around = contextlib.nullcontext,
+    shard: Sharder | None = None,
 ) -> dict[str, Any]:
     """CP forward and backward of this rank's shard; full-sequence out, dq, dk, dv (collective).
 
     `around` wraps both passes (a foreign CP stack may need to stay enabled for its backward).
+    `shard` cuts the inputs where a stack shards its own buffers; the results are unsharded
+    with `SequenceBalancer` all the same, so a stack whose layout differs fails the oracle.
     Both also run under the SDPA backend policy (`backend.attention_policy`): with cp > 1 only
     FLASH and EFFICIENT, so no CP config can reach cuDNN, whichever stack it drives.
     """
     balancer = SequenceBalancer(spec.seq, cp_size, head_tail=spec.load_balance)
     dim = seq_dim(spec.layout)
-    q, k, v, dout = (
-        balancer.shard(x, dim, rank) for x in (inputs.q, inputs.k, inputs.v, inputs.dout)
-    )
+    full = [inputs.q, inputs.k, inputs.v, inputs.dout]
+    if shard is None:
+        q, k, v, dout = (balancer.shard(x, dim, rank) for x in full)
+    else:
+        q, k, v, dout = shard(full, dim)
     q, k, v = (x.detach().requires_grad_() for x in (q, k, v))
     policy = attention_policy(
         device=q.device, cp_size=cp_size, head_dim=spec.head_dim, dtype=spec.dtype
