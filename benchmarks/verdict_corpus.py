@@ -12,6 +12,7 @@ import json
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
@@ -58,6 +59,9 @@ def main() -> int:
     )
     parser.add_argument("--postgres", action="store_true", help="PostgreSQL instead of SQLite")
     parser.add_argument("--json", action="store_true", help="print the score as JSON")
+    parser.add_argument(
+        "--misses", type=int, default=5, metavar="N", help="show up to N wrong verdicts per figure"
+    )
     args = parser.parse_args()
     spec = CorpusSpec(
         configs=args.configs,
@@ -95,6 +99,11 @@ def main() -> int:
         print(f"{mark} {figure.name}: {figure.value}   goal {figure.goal}")
     if result.hidden_as:
         print(f"     hidden regressions were called: {result.hidden_as}")
+    shown: Counter[str] = Counter()
+    for miss in result.misses:
+        shown[miss.figure] += 1
+        if shown[miss.figure] <= args.misses:
+            print(f"     miss [{miss.figure}] {miss}")
     return 0
 
 

@@ -110,7 +110,7 @@ class Score:
     hidden_by_attempts: Mapping[int, Tally]  # attempts failed -> regressions hidden
     hidden_as: Mapping[str, int]  # hiding verdict -> regressions it hid
     caught: Tally  # regressions called NEW FAILURE
-    caught_in_flaky: Tally  # of those in configs that are really flaky
+    caught_in_flaky_by_attempts: Mapping[int, Tally]  # of those in configs that really flake
     poisoning_hid: Tally
     recall_all: Tally
     recall_failed: Tally
@@ -134,14 +134,17 @@ class Score:
             )
             for n, tally in sorted(self.hidden_by_attempts.items())
         ]
+        out.append(Figure("regressions called NEW FAILURE", self.caught, "(no goal)", None))
         out += [
-            Figure("regressions called NEW FAILURE", self.caught, "all", None),
             Figure(
-                "regressions in flaky configs called NEW FAILURE",
-                self.caught_in_flaky,
-                "all",
-                self.caught_in_flaky.hits == self.caught_in_flaky.total,
-            ),
+                f"regressions in flaky configs called NEW FAILURE, {n} attempt(s) failed",
+                tally,
+                "all" if n >= 3 else "(reruns off: no goal)",
+                tally.hits == tally.total if n >= 3 else None,
+            )
+            for n, tally in sorted(self.caught_in_flaky_by_attempts.items())
+        ]
+        out += [
             Figure(
                 "other-PR poisoning that hid a regression",
                 self.poisoning_hid,
@@ -340,7 +343,7 @@ def score(corpus: Corpus, observed: Observed) -> Score:
                 t.hidden_as[verdict] += 1
             t.add("caught", verdict == "new_failure")
             if rates[r.config] > 0:
-                t.add("caught_in_flaky", verdict == "new_failure")
+                t.add(f"caught_in_flaky/{r.attempts_failed}", verdict == "new_failure")
         for x in pull.poisons:
             verdict = view.verdict(x.config)
             t.add(
@@ -367,25 +370,17 @@ def score(corpus: Corpus, observed: Observed) -> Score:
         if c.rate >= RECALL_RATE:
             t.add("recall_all", c.key in flagged)
             if c.key in corpus.failed_in_window:
-                t.add(
-                    "recall_failed",
-                    c.key in flagged,
-                    None,
-                    c.key,
-                    f"flaky (rate {c.rate}), failed in the window",
-                    "not in the flaky list",
-                )
+                found = c.key in flagged
+                t.add("recall_failed", found)
+                if not found:
+                    t.miss("recall_failed", None, c.key, f"flaky (rate {c.rate})", "not listed")
         if c.rate == 0:
-            t.add("false_flaky", c.key in flagged)
+            t.add("false_flaky", c.key in flagged, None, c.key, "never flakes", "listed flaky")
     return Score(
-        hidden_by_attempts={
-            int(name.split("/")[1]): t.tally(name)
-            for name in t.totals
-            if name.startswith("hidden/")
-        },
+        hidden_by_attempts=t.by_attempts("hidden/"),
         hidden_as=dict(t.hidden_as),
         caught=t.tally("caught"),
-        caught_in_flaky=t.tally("caught_in_flaky"),
+        caught_in_flaky_by_attempts=t.by_attempts("caught_in_flaky/"),
         poisoning_hid=t.tally("poisoned"),
         recall_all=t.tally("recall_all"),
         recall_failed=t.tally("recall_failed"),
@@ -415,12 +410,21 @@ class _Counts:
         truth: str = "",
         verdict: str = "",
     ) -> bool:
-        """Count one case of figure `name`; a hit with a description is a miss to show."""
+        """Count one case of figure `name`, whose hits are wrong verdicts: a hit with a config
+        is kept as a miss to show."""
         self.totals[name] += 1
         self.hits[name] += hit
         if hit and config:
-            self.misses.append(Miss(name, pull, config, truth, verdict))
+            self.miss(name, pull, config, truth, verdict)
         return hit
+
+    def miss(self, name: str, pull: int | None, config: str, truth: str, verdict: str) -> None:
+        self.misses.append(Miss(name, pull, config, truth, verdict))
 
     def tally(self, name: str) -> Tally:
         return Tally(self.hits[name], self.totals[name])
+
+    def by_attempts(self, prefix: str) -> dict[int, Tally]:
+        """The figures named `prefix` + a number of failed attempts, by that number."""
+        names = [n for n in self.totals if n.startswith(prefix)]
+        return {int(n[len(prefix) :]): self.tally(n) for n in names}
