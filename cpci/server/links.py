@@ -13,8 +13,17 @@ class Links:
     github_url: str = "https://github.com"
 
     def run(self, repository: str, ci_run_id: str, attempt: int) -> str:
+        """The run's page on GitHub. Every part is one quoted path segment, so an uploaded
+        `ci_run_id` such as `../../settings` can never lead out of `/actions/runs/`; a part that
+        is only dots (which browsers resolve as `..`) links to the repository's Actions tab."""
         base = self.github_url.rstrip("/")
-        return f"{base}/{repository}/actions/runs/{ci_run_id}/attempts/{attempt}"
+        owner, _, name = repository.partition("/")
+        parts = [segment(owner), segment(name)]
+        if None in parts:
+            return f"{base}/"
+        actions = f"{base}/{parts[0]}/{parts[1]}/actions"
+        run = segment(ci_run_id)
+        return f"{actions}/runs/{run}/attempts/{int(attempt)}" if run else actions
 
     def api_run(self, repository: str, ci_run_id: str) -> str:
         return f"{API_PREFIX}/repos/{repository}/runs/{quote(ci_run_id, safe='')}"
@@ -24,3 +33,11 @@ class Links:
         from cpci.server.ui import urls  # ui.urls imports this module
 
         return urls.config(repository, config)
+
+
+def segment(value: str) -> str | None:
+    """`value` as one URL path segment, or None where no quoting can keep it one: empty, or
+    only dots (`.`, `..`; WHATWG URLs resolve `%2e%2e` as `..` too)."""
+    if not value.strip("."):
+        return None
+    return quote(value, safe="")

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import gc
 
+import httpx
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 
 from cpci.server import Settings, create_app
+from tests.live_server import serve
 
 
 def test_startup_keeps_the_startup_heap_out_of_full_collections(
@@ -20,3 +22,21 @@ def test_startup_keeps_the_startup_heap_out_of_full_collections(
             assert client.get("/healthz").status_code == 200
     finally:
         gc.unfreeze()  # the test process keeps collecting as before
+
+
+def test_metric_labels_stay_bounded_whatever_clients_send(engine: Engine, db_url: str) -> None:
+    """15 junk methods and 30 junk paths over real HTTP add a handful of series, not hundreds."""
+    app = create_app(Settings(database_url=db_url), engine=engine)
+    with serve(app) as url, httpx.Client(base_url=url) as client:
+        for i in range(15):
+            client.request(f"JUNK{i}", "/healthz")
+            client.get(f"/no/such/page-{i}")
+            client.get(f"/api/v1/repos/acme/attn/runs/run-{i}")
+        text = client.get("/metrics").text
+    series = [line for line in text.splitlines() if line.startswith("cpci_http_requests_total{")]
+    methods = {line.split('method="')[1].split('"')[0] for line in series}
+    routes = {line.split('route="')[1].split('"')[0] for line in series}
+    assert methods <= {"GET", "other"}
+    assert "other" in methods
+    assert not any("run-" in r or "page-" in r for r in routes)
+    assert len(series) <= 8, series

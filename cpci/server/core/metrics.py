@@ -1,4 +1,9 @@
-"""Prometheus metrics, one registry per app so several apps can share a process (tests do)."""
+"""Prometheus metrics, one registry per app so several apps can share a process (tests do).
+
+Every label takes few values whatever clients send: the route is its template (`unmatched` for
+paths no route knows), the method one of HTTP's standard ones or `other`, the status a number.
+Anything a client can vary freely would otherwise grow one series per value, without bound.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,13 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from cpci.server.links import API_PREFIX
+
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
+def method_label(method: str) -> str:
+    """The method as a label: a standard one as it is, anything else `other`."""
+    return method if method in METHODS else "other"
 
 
 @dataclass
@@ -61,6 +73,6 @@ class MetricsMiddleware:
                 route = "unmatched"
             elif scope["path"].startswith(API_PREFIX) and not route.startswith(API_PREFIX):
                 route = API_PREFIX + route  # routes of included routers carry their own path
-            method = scope["method"]
+            method = method_label(scope["method"])
             self.metrics.requests.labels(method, route, str(status)).inc()
             self.metrics.latency.labels(method, route).observe(time.perf_counter() - start)
