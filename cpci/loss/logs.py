@@ -13,8 +13,9 @@ Rules, in order:
 - A line is a loss line when it has a `step` field whose value is an integer (`12` or `12/100`)
   and a `loss` field whose value looks like a number (starts with a digit, sign or dot, or is
   `nan`/`inf`). A `loss` field with a word for a value (`loss scaling on`) is not a loss field.
-- A value that looks like a number but is not one (`loss: 1.2.3`) is an error naming the file
-  and line: a log that cannot be read must not be compared as if it were shorter.
+- A value that looks like a number but is not one (`loss: 1.2.3`, `step: 1.5`) is an error
+  naming the file and line: a log that cannot be read must not be compared as if it were
+  shorter.
 - `nan` and `inf` are read as such; a NaN never agrees with anything, so under a check it is
   the first divergence (a training that blew up), never a silent pass.
 - A step logged twice keeps its last value (a resumed run logs the steps it redoes again).
@@ -92,6 +93,7 @@ def parse_line(line: str, where: str, pattern: re.Pattern[str] | None = None) ->
             return None
         return LossLine(rank, _step(match["step"], where), _loss(match["loss"], where))
     step: int | None = None
+    bad_step: str | None = None
     loss_text: str | None = None
     for field in _FIELD.finditer(text):
         name, value = field[1].lower(), field[2]
@@ -101,16 +103,22 @@ def parse_line(line: str, where: str, pattern: re.Pattern[str] | None = None) ->
                 return None
             if (number := _STEP_VALUE.fullmatch(value)) is not None:
                 step = int(number[1])
+            elif bad_step is None and _looks_numeric(value):
+                bad_step = value
         elif name == "loss" and loss_text is None and _looks_numeric(value):
             loss_text = value
-    if step is None or loss_text is None:
+    if loss_text is None:
+        return None
+    if step is None:
+        if bad_step is not None:
+            raise LossFileError(f"{where}: step {bad_step[:40]!r} is not a whole number")
         return None
     return LossLine(rank, step, _loss(loss_text, where))
 
 
 def _step(text: str, where: str) -> int:
     if not text.isdigit():
-        raise LossFileError(f"{where}: step {text!r} is not a whole number")
+        raise LossFileError(f"{where}: step {text[:40]!r} is not a whole number")
     return int(text)
 
 

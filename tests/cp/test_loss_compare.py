@@ -198,6 +198,15 @@ def test_malformed_loss_names_file_and_line(tmp_path: Path, bad: str) -> None:
     assert f"a.log:2: loss {bad!r} is not a number" in result.stderr
 
 
+def test_malformed_step_names_file_and_line(tmp_path: Path) -> None:
+    log = tmp_path / "a.log"
+    log.write_text("[rank0]:step: 1 loss: 2.0\n[rank0]:step: 1.5 loss: 2.0\n")
+    with pytest.raises(LossFileError, match=r"a\.log:2: step '1\.5' is not a whole number"):
+        read_losses(log)
+    log.write_text("step: one, loss: 2.0\nstep: 2 loss: 2.0\n")  # a word: not a step field
+    assert read_losses(log) == {2: 2.0}
+
+
 def test_nan_and_inf_are_read_and_diverge_under_a_check(tmp_path: Path) -> None:
     log = tmp_path / "a.log"
     log.write_text("step: 1 loss: 2.0\nstep: 2 loss: nan\nstep: 3 loss: inf\n")
