@@ -26,7 +26,8 @@ from sqlalchemy.engine import make_url  # noqa: E402
 
 from cpci.server.devpg import find_binaries, throwaway_postgres  # noqa: E402
 from tests.server.verdict_corpus import CorpusSpec, build_corpus  # noqa: E402
-from tests.server.verdict_score import corpus_service, play, score  # noqa: E402
+from tests.server.verdict_play import corpus_service, play  # noqa: E402
+from tests.server.verdict_score import score  # noqa: E402
 
 
 @contextmanager

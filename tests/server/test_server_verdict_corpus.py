@@ -16,25 +16,16 @@ from pathlib import Path
 import pytest
 
 from tests.server.verdict_corpus import (
-    ATTEMPTS_WITH_RERUNS,
-    NOT_RUN,
     POISON_KINDS,
     REGRESSION_KINDS,
-    SEGFAULT,
-    SURVIVOR,
     Corpus,
     CorpusSpec,
     Upload,
     build_corpus,
 )
-from tests.server.verdict_score import (
-    FALSE_ALARM_GOAL,
-    RECALL_GOAL,
-    Score,
-    corpus_service,
-    play,
-    score,
-)
+from tests.server.verdict_play import corpus_service, play
+from tests.server.verdict_records import ATTEMPTS_WITH_RERUNS, NOT_RUN, SEGFAULT, SURVIVOR
+from tests.server.verdict_score import FALSE_ALARM_GOAL, RECALL_GOAL, Score, score
 
 Attempt = tuple[int, str, bool]
 SPEC = CorpusSpec(configs=30, main_runs=20, prs=8, shards=2, seed=1, flaky_share=0.3)

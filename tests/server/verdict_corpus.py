@@ -9,7 +9,7 @@ segfault whose surviving rank reports an NCCL error), other PRs' poisoning uploa
 shard, configs that never ran and order-dependent ones. With reruns on, a failing config is run
 up to 3 times in the same upload, stopping at the first pass (which is then `flaky: true`).
 
-`build_corpus(spec)` is deterministic in `spec.seed`; `verdict_score.play` sends its steps to a
+`build_corpus(spec)` is deterministic in `spec.seed`; `verdict_play.play` sends its steps to a
 real service and `verdict_score.score` compares what the service said with the truth here.
 """
 
@@ -22,12 +22,24 @@ from dataclasses import dataclass, field, replace
 from itertools import product
 from typing import Literal
 
-from cpci.schema import Environment, Isolation, Outcome, RankError, ResultRecord, RunEnvelope
+from cpci.schema import Environment, ResultRecord, RunEnvelope
+from tests.server.verdict_records import (
+    ATTEMPTS_WITH_RERUNS,
+    BROKEN_SIGNATURE,
+    FLAKY_SIGNATURES,
+    REGRESSION_SIGNATURE,
+    Failure,
+    attempts,
+    crash,
+    failure,
+    never_ran,
+    order_dependent,
+    record,
+    red,
+)
 
 REPO = "acme/attn"
 ENVIRONMENT = Environment(torch="2.4.0", cuda="12.4", nccl="2.21.5", gpu="H100", backend="nccl")
-#: The runner's default in CI: the first attempt plus up to 2 reruns, stopping at the first pass.
-ATTEMPTS_WITH_RERUNS = 3
 
 COMMS = ("p2p", "all_gather", "a2a", "a2a+p2p")
 DTYPES = ("bf16", "fp16", "fp8")
@@ -39,25 +51,6 @@ SUITES: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...] = (
     ("tests/test_cp_varlen.py::test_varlen", (COMMS, ("s1k", "s4k", "s16k", "mixed"), DTYPES[:2])),
 )
 WORLD_SIZES = (2, 4)
-
-FLAKY_SIGNATURES = (
-    "AssertionError: Tensor-likes are not close! Mismatched elements: {n} / 65536 "
-    "(max abs diff {d:.1e})",
-    "AssertionError: softmax_lse not close on rank {r}: max abs diff {d:.1e} > atol 1e-3",
-    "torch.distributed.DistBackendError: recv from rank {r} returned a stale KV chunk {n}",
-    "AssertionError: dq differs from the reference after ring step {n}",
-)
-REGRESSION_SIGNATURE = (
-    "AssertionError: out differs from the single-GPU reference: max abs diff {d:.2f} (atol 1e-2)"
-)
-BROKEN_SIGNATURE = "RuntimeError: CP all_gather of KV got shape [{n}, 64] (broken on main)"
-SEGFAULT = "Fatal Python error: Segmentation fault (in flash_attn_varlen_fwd)"
-SURVIVOR = (
-    "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1970, remote process exited or there "
-    "was a network error, NCCL version 2.21.5"
-)
-ORDER_DEPENDENT = "AssertionError: out not close after the configs before it changed the cache"
-NOT_RUN = "not run: the world did not come up after 2 respawns"
 
 RegressionKind = Literal["clean", "flaky-usual-signature", "flaky-new-signature", "crash"]
 REGRESSION_KINDS: tuple[RegressionKind, ...] = (
@@ -201,12 +194,6 @@ class Corpus:
         return sum(isinstance(s, Upload) for s in self.steps)
 
 
-@dataclass(frozen=True)
-class _Failure:
-    outcome: Outcome
-    errors: tuple[RankError, ...]
-
-
 @dataclass
 class _Builder:
     """Holds the seed's random streams; one stream per part, so parts do not shift each other."""
@@ -245,9 +232,9 @@ def build_corpus(spec: CorpusSpec) -> Corpus:
     failed: set[str] = set()
     pulls: list[PullRequestTruth] = []
     for k, commit in enumerate(main):
-        records = [_main_attempts(b, c, k) for c in b.configs]
+        records = [_mainattempts(b, c, k) for c in b.configs]
         if k < window:
-            failed.update(c.key for c, rs in zip(b.configs, records, strict=True) if _red(rs))
+            failed.update(c.key for c, rs in zip(b.configs, records, strict=True) if red(rs))
         _upload_shards(b, records, commit=commit, ci_run_id=str(10_000 + k), branch="main")
         if k == window - 1:
             b.steps.append(ReadFlakyList(window))
@@ -285,68 +272,23 @@ def _configs(b: _Builder) -> tuple[ConfigTruth, ...]:
     return tuple(out)
 
 
-def _record(
-    c: ConfigTruth,
-    outcome: Outcome,
-    attempt: int,
-    errors: Sequence[RankError] = (),
-    *,
-    flaky: bool = False,
-    isolation: Isolation | None = None,
-) -> ResultRecord:
-    return ResultRecord(
-        nodeid=c.nodeid,
-        world_size=c.world_size,
-        backend="nccl",
-        outcome=outcome,
-        duration_s=round(1.0 + 0.5 * c.world_size + 0.01 * attempt, 3),
-        rank_errors=list(errors),
-        attempt=attempt,
-        flaky=flaky,
-        isolation=isolation,
-    )
-
-
-def _failure(message: str, rank: int, outcome: Outcome = "failed") -> _Failure:
-    return _Failure(outcome, (RankError(rank=rank, phase="call", message=message),))
-
-
-def _attempts(
-    c: ConfigTruth, draw: Callable[[int], _Failure | None], reruns: bool
-) -> list[ResultRecord]:
-    """A config's records in one upload: attempts until the first pass (a pass after a failure
-    is `flaky: true`), at most 3 with reruns on, 1 with them off."""
-    records = []
-    for attempt in range(1, (ATTEMPTS_WITH_RERUNS if reruns else 1) + 1):
-        failure = draw(attempt)
-        if failure is None:
-            records.append(_record(c, "passed", attempt, flaky=attempt > 1))
-            break
-        records.append(_record(c, failure.outcome, attempt, failure.errors))
-    return records
-
-
-def _red(records: Sequence[ResultRecord]) -> bool:
-    return any(r.outcome != "passed" for r in records)
-
-
-def _flaky_draw(c: ConfigTruth, rng: random.Random) -> Callable[[int], _Failure | None]:
-    def draw(_: int) -> _Failure | None:
+def _flaky_draw(c: ConfigTruth, rng: random.Random) -> Callable[[int], Failure | None]:
+    def draw(_: int) -> Failure | None:
         if c.rate and rng.random() < c.rate:
-            return _failure(rng.choice(c.signatures), rng.randrange(c.world_size))
+            return failure(rng.choice(c.signatures), rng.randrange(c.world_size))
         return None
 
     return draw
 
 
-def _broken(c: ConfigTruth) -> _Failure:
-    return _failure(BROKEN_SIGNATURE.format(n=c.world_size * 1024), 0)
+def _broken(c: ConfigTruth) -> Failure:
+    return failure(BROKEN_SIGNATURE.format(n=c.world_size * 1024), 0)
 
 
-def _main_attempts(b: _Builder, c: ConfigTruth, k: int) -> list[ResultRecord]:
+def _mainattempts(b: _Builder, c: ConfigTruth, k: int) -> list[ResultRecord]:
     if c.broken_at(k):
-        return _attempts(c, lambda _: _broken(c), b.spec.reruns)
-    return _attempts(c, _flaky_draw(c, b.rng("main", k, c.key)), b.spec.reruns)
+        return attempts(c, lambda _: _broken(c), b.spec.reruns)
+    return attempts(c, _flaky_draw(c, b.rng("main", k, c.key)), b.spec.reruns)
 
 
 def _upload_shards(
@@ -437,7 +379,7 @@ def _play_pull(b: _Builder, pull: PullRequestTruth, main: Sequence[str]) -> Pull
     records = []
     head: dict[str, HeadTruth] = dict(pull.head)
     for c in b.configs:
-        rs = _head_attempts(b, c, pull, regressions.get(c.key), rng)
+        rs = _headattempts(b, c, pull, regressions.get(c.key), rng)
         records.append(rs)
         if c.shard == missing:
             head[c.key] = "missing"
@@ -462,12 +404,12 @@ def _head_truth(
 ) -> HeadTruth:
     if c.broken_at(pull.base_run):
         return "broken_at_base"
-    if not _red(records):
+    if not red(records):
         return "passed"
     return "flaky_failure" if records[-1].outcome == "passed" else "flaky_every_attempt"
 
 
-def _head_attempts(
+def _headattempts(
     b: _Builder,
     c: ConfigTruth,
     pull: PullRequestTruth,
@@ -476,40 +418,31 @@ def _head_attempts(
 ) -> list[ResultRecord]:
     truth = pull.head.get(c.key)
     if truth == "not_run":
-        return [_record(c, "not_run", 1, [RankError(rank=-1, phase="world", message=NOT_RUN)])]
+        return never_ran(c)
     if truth == "order_dependent":
-        failure = _failure(ORDER_DEPENDENT, 0)
-        return [
-            _record(c, "failed", 1, failure.errors),
-            _record(c, "passed", 2),
-            _record(c, "failed", 3, failure.errors, isolation="order-dependent"),
-        ]
+        return order_dependent(c)
     if regression is not None:
-        caused = _regression_failure(c, regression.kind, rng)
-        return _attempts(c, lambda _: caused, b.spec.reruns)
+        caused = _regressionfailure(c, regression.kind, rng)
+        return attempts(c, lambda _: caused, b.spec.reruns)
     if c.broken_at(pull.base_run):
-        return _attempts(c, lambda _: _broken(c), b.spec.reruns)
-    return _attempts(c, _flaky_draw(c, rng), b.spec.reruns)
+        return attempts(c, lambda _: _broken(c), b.spec.reruns)
+    return attempts(c, _flaky_draw(c, rng), b.spec.reruns)
 
 
-def _regression_failure(c: ConfigTruth, kind: RegressionKind, rng: random.Random) -> _Failure:
+def _regressionfailure(c: ConfigTruth, kind: RegressionKind, rng: random.Random) -> Failure:
     if kind == "flaky-usual-signature":
-        return _failure(c.signatures[0], rng.randrange(c.world_size))
+        return failure(c.signatures[0], rng.randrange(c.world_size))
     if kind == "crash":
-        culprit = rng.randrange(c.world_size)
-        survivors = [r for r in range(c.world_size) if r != culprit]
-        errors = [RankError(rank=culprit, phase="world", message=SEGFAULT)]
-        errors += [RankError(rank=r, phase="call", message=SURVIVOR) for r in survivors]
-        return _Failure("crashed", tuple(sorted(errors, key=lambda e: e.rank)))
-    return _failure(REGRESSION_SIGNATURE.format(d=rng.uniform(0.1, 3.0)), 0)
+        return crash(c.world_size, culprit=rng.randrange(c.world_size))
+    return failure(REGRESSION_SIGNATURE.format(d=rng.uniform(0.1, 3.0)), 0)
 
 
 def _poison(b: _Builder, pull: PullRequestTruth, poison: Poison, main: Sequence[str]) -> None:
     c = next(c for c in b.configs if c.key == poison.config)
     if poison.kind.startswith("flaky-record"):
-        record = _record(c, "passed", 2, flaky=True)
+        poisoned = record(c, "passed", 2, flaky=True)
     else:
-        record = _record(c, "passed", 1)
+        poisoned = record(c, "passed", 1)
     same = poison.kind.endswith("same-commit")
     envelope = RunEnvelope(
         repository=REPO,
@@ -519,6 +452,6 @@ def _poison(b: _Builder, pull: PullRequestTruth, poison: Poison, main: Sequence[
         base_commit=main[pull.base_run],
         ci_run_id=str(30_000 + poison.by),
         environment=ENVIRONMENT,
-        results=[record],
+        results=[poisoned],
     )
     b.steps.append(Upload(envelope))
