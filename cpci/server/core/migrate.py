@@ -1,4 +1,9 @@
-"""Alembic, driven from code: `cpci db upgrade`, `cpci serve` and the tests all come here."""
+"""Alembic, driven from code: `cpci db upgrade`, `cpci serve` and the tests all come here.
+
+Replicas may start at once against one PostgreSQL database, each migrating on start: a
+transaction-scoped advisory lock makes them take turns, so the first applies the migrations
+and the others find the database at head. SQLite's write lock does the same for one file.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +13,11 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine
+from sqlalchemy import Engine, text
 
 MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
+#: The advisory lock key migrations hold on PostgreSQL (any constant; this spells "cpci").
+MIGRATION_LOCK = 0x63706369
 
 
 def alembic_config(url: str = "") -> Config:
@@ -41,6 +48,10 @@ def _run(engine: Engine, revision: str, action: object) -> None:
             connection.connection.driver_connection.execute("PRAGMA foreign_keys=OFF")  # type: ignore[union-attr]
         try:
             with connection.begin():
+                if connection.dialect.name == "postgresql":  # held until the commit
+                    connection.execute(
+                        text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK}
+                    )
                 config.attributes["connection"] = connection
                 action(config, revision)  # type: ignore[operator]
                 if sqlite:
