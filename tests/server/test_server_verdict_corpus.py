@@ -11,6 +11,7 @@ tests check the instrument itself, without the service.
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,7 @@ from tests.server.verdict_corpus import (
     Upload,
     build_corpus,
 )
-from tests.server.verdict_play import corpus_service, play
+from tests.server.verdict_play import Observed, ReportView, corpus_service, play
 from tests.server.verdict_records import ATTEMPTS_WITH_RERUNS, NOT_RUN, SEGFAULT, SURVIVOR
 from tests.server.verdict_score import FALSE_ALARM_GOAL, RECALL_GOAL, Score, score
 
@@ -137,6 +138,46 @@ def test_pr_records_carry_the_cases_as_the_runner_writes_them(corpus: Corpus) ->
     assert isolations >= 2
     for pull in corpus.pulls:
         assert shards[pull.number] == SPEC.shards - pull.partial
+
+
+def _oracle(corpus: Corpus) -> Observed:
+    """What a perfect service would say: the truth, read back as verdicts."""
+    verdict_of = {
+        "regression": "new_failure",
+        "order_dependent": "new_failure",
+        "not_run": "infra",
+        "flaky_failure": "flaky",
+        "flaky_every_attempt": "flaky",
+        "broken_at_base": "broken_at_base",
+    }
+    reports = {}
+    for pull in corpus.pulls:
+        if pull.partial:
+            reports[pull.number] = ReportView("pending", dict.fromkeys(pull.head, "pending"))
+        else:
+            verdicts = {k: verdict_of[t] for k, t in pull.head.items() if t in verdict_of}
+            reports[pull.number] = ReportView("complete", verdicts)
+    flaky = frozenset(c.key for c in corpus.configs if c.rate and c.key in corpus.failed_in_window)
+    return Observed(reports, flaky, requests=0, bytes_sent=0)
+
+
+def test_a_perfect_service_meets_every_goal_and_one_wrong_verdict_shows(corpus: Corpus) -> None:
+    perfect = score(corpus, _oracle(corpus))
+    assert all(f.met is not False for f in perfect.figures()), perfect.figures()
+    assert perfect.misses == ()
+    pull = next(p for p in corpus.pulls if p.poisons and not p.partial)
+    target = pull.poisons[0].config
+    observed = _oracle(corpus)
+    report = observed.reports[pull.number]
+    wrong = ReportView(report.status, {**report.verdicts, target: "flaky"})
+    worse = score(corpus, replace(observed, reports={**observed.reports, pull.number: wrong}))
+    assert worse.hidden_by_attempts[ATTEMPTS_WITH_RERUNS].hits == 1
+    assert worse.poisoning_hid.hits == 1
+    assert worse.hidden_as == {"flaky": 1}
+    assert {(m.figure, m.pull, m.config) for m in worse.misses} == {
+        ("hidden/3", pull.number, target),
+        ("poisoned", pull.number, target),
+    }
 
 
 def test_the_corpus_exercises_every_goal(scored: Score) -> None:

@@ -227,8 +227,8 @@ def build_corpus(spec: CorpusSpec) -> Corpus:
     main = tuple(sha(spec.seed, "main", k) for k in range(spec.main_runs))
     window = min(spec.recall_window, spec.main_runs)
     plans = _plans(b)
-    heads = [(p.head_commit, main[p.base_run]) for p in plans]
-    b.steps.append(RecordAncestry((*zip(main[1:], main[:-1], strict=True), *heads)))
+    # Only branch jobs record ancestry (a PR's own credential may not): the main chain.
+    b.steps.append(RecordAncestry(tuple(zip(main[1:], main[:-1], strict=True))))
     failed: set[str] = set()
     pulls: list[PullRequestTruth] = []
     for k, commit in enumerate(main):
