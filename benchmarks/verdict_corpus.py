@@ -83,7 +83,10 @@ def main() -> int:
         wall = time.perf_counter() - start
     result = score(corpus, observed)
     if args.json:
-        print(json.dumps({"spec": asdict(spec), "score": asdict(result)}, indent=2, default=str))
+        figures = [{**asdict(f), "share": f.value.share} for f in result.figures()]
+        misses = [asdict(m) for m in result.misses]
+        body = {"spec": asdict(spec), "requests": observed.requests, "wall_s": round(wall, 2)}
+        print(json.dumps({**body, "figures": figures, "misses": misses}, indent=2))
         return 0
     engine = "PostgreSQL" if args.postgres else "SQLite"
     reruns = "on" if spec.reruns else "off"
