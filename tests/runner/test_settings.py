@@ -55,6 +55,13 @@ def test_precedence_cli_env_ini(
         (("--cpci-timeout=-1",), {}, "--cpci-timeout must be > 0, got '-1'"),
         (("--cpci-shard=2/2",), {}, "--cpci-shard needs 0 <= INDEX < TOTAL, got 2/2"),
         (("--cpci-backend=mpi",), {}, "--cpci-backend must be one of auto, gloo, nccl"),
+        (("--cpci-reruns=-1",), {}, "--cpci-reruns must be >= 0, got '-1' (from --cpci-reruns)"),
+        (
+            (),
+            {"CPCI_RERUNS": "twice"},
+            "--cpci-reruns must be an integer >= 0, got 'twice' "
+            "(from environment variable CPCI_RERUNS)",
+        ),
     ],
 )
 def test_bad_values_name_their_source(
@@ -63,6 +70,22 @@ def test_bad_values_name_their_source(
     with pytest.raises(pytest.UsageError) as excinfo:
         resolve(pytester.parseconfig(*args), environ=env)
     assert message in str(excinfo.value)
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "ini", "expected"),
+    [
+        ((), {}, "", 0),  # plain pytest: no reruns
+        ((), {}, "cpci_reruns = 1\n", 1),
+        ((), {"CPCI_RERUNS": "2"}, "cpci_reruns = 1\n", 2),  # env beats ini
+        (("--cpci-reruns=3",), {"CPCI_RERUNS": "2"}, "", 3),  # CLI beats env
+    ],
+)
+def test_reruns_precedence(
+    pytester: pytest.Pytester, args: tuple[str, ...], env: dict[str, str], ini: str, expected: int
+) -> None:
+    pytester.makeini("[pytest]\n" + ini)
+    assert resolve(pytester.parseconfig(*args), environ=env).reruns == expected
 
 
 def test_bad_ini_value_names_the_ini_file(pytester: pytest.Pytester) -> None:

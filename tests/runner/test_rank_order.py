@@ -1,0 +1,91 @@
+"""The rank that failed first leads `rank_errors`, not rank 0: the service reads only that one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cpci.runner.rank_order import first_failing_first
+from cpci.schema import RankError
+from tests.runner.conftest import by_nodeid, results, run_pytest
+
+
+def _error(rank: int, message: str = "boom") -> RankError:
+    return RankError(rank=rank, phase="call", message=message)
+
+
+def test_earliest_failure_first_then_ranks_without_a_time_then_the_world() -> None:
+    errors = [_error(-1, "world"), _error(0), _error(1, "setup"), _error(1, "teardown"), _error(2)]
+    ordered = first_failing_first(errors, {1: 5.0, 2: 7.0})
+    assert [(e.rank, e.message) for e in ordered] == [
+        (1, "setup"),  # a rank's own entries keep their order
+        (1, "teardown"),
+        (2, "boom"),
+        (0, "boom"),  # no failure time known: after those that have one
+        (-1, "world"),
+    ]
+
+
+SUITE = """
+import os, signal, sys, time
+import pytest
+import torch.distributed as dist
+
+def wait_for(path):
+    while not os.path.exists(path):
+        time.sleep(0.01)
+
+@pytest.mark.cpci(world_size=2)
+def test_rank1_fails_then_rank0_echoes(cpci_dist):
+    if cpci_dist.rank == 1:
+        assert False, "rank 1 is the cause"
+    wait_for(os.environ["MARKS"] + "/rank1-failed")  # written once rank 1's failure is reported
+    raise RuntimeError("NCCL error: remote process exited or there was a network error")
+
+@pytest.mark.cpci(world_size=2)
+def test_rank1_segfaults_then_rank0_echoes(cpci_dist):
+    pids = [None, None]
+    dist.all_gather_object(pids, os.getpid())
+    if cpci_dist.rank == 1:
+        os.kill(os.getpid(), signal.SIGSEGV)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # rank 0 ends on its own, as NCCL's does
+    while True:
+        try:
+            os.kill(pids[1], 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.01)
+    print("NCCL error: remote process exited or there was a network error", file=sys.stderr)
+    sys.stderr.flush()
+    os._exit(1)
+"""
+
+CONFTEST = """
+import os
+import pytest
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_logreport(report):
+    if report.failed and os.environ.get("RANK") == "1":
+        open(os.environ["MARKS"] + "/rank1-failed", "w").close()
+"""
+
+
+def test_the_first_failing_rank_leads_after_agreement_and_after_a_crash(tmp_path: Path) -> None:
+    (tmp_path / "marks").mkdir()
+    (tmp_path / "conftest.py").write_text(CONFTEST)
+    (tmp_path / "test_order.py").write_text(SUITE)
+    result = run_pytest(tmp_path, "--cpci-results=r.jsonl", env={"MARKS": str(tmp_path / "marks")})
+    result.assert_outcomes(failed=2)
+    records = by_nodeid(results(tmp_path / "r.jsonl"))
+    agreed = records["test_order.py::test_rank1_fails_then_rank0_echoes"]
+    assert agreed["outcome"] == "failed"
+    assert [e["rank"] for e in agreed["rank_errors"]] == [1, 0]
+    assert "rank 1 is the cause" in agreed["rank_errors"][0]["message"]
+    crash = records["test_order.py::test_rank1_segfaults_then_rank0_echoes"]
+    assert crash["outcome"] == "crashed"
+    first, second = crash["rank_errors"]
+    assert first["rank"] == 1
+    assert "SIGSEGV" in first["message"]
+    assert second["rank"] == 0
+    assert second["message"].startswith("rank 0 exited with code 1")
+    assert "NCCL error: remote process exited" in second["detail"]
