@@ -28,6 +28,8 @@ class ActionSettings(BaseModel):
     tests: str = "tests"
     batch_size: int = Field(default=16, ge=1)
     workers: int = Field(default=1, ge=1)
+    #: Same-commit reruns of each failed config (the service needs k of k to call it broken).
+    reruns: int = Field(default=2, ge=0)
     shard_index: int = Field(default=0, ge=0)
     shard_total: int = Field(default=1, ge=1)
     server_url: str = ""

@@ -59,6 +59,9 @@ def pytest_command(settings: ActionSettings) -> list[str]:
         sys.executable, "-m", "pytest", *settings.tests.split(),
         f"--cpci-batch-size={settings.batch_size}",
         f"--cpci-workers={settings.workers}",
+        # Reruns and isolation by default: a verdict needs same-commit evidence, and an
+        # order-dependent failure must not pass for a flaky one.
+        f"--cpci-reruns={settings.reruns}", "--cpci-isolate-failures",
         f"--cpci-shard={settings.shard_index}/{settings.shard_total}",
         f"--cpci-results={settings.results}",
         f"--junitxml={junit}", "-o", "junit_family=xunit1",  # xunit1 keeps file and line

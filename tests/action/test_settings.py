@@ -44,6 +44,7 @@ def test_readme_documents_every_input_and_output() -> None:
     ("env", "message"),
     [
         ({"BATCH_SIZE": "0"}, "batch-size: Input should be greater than or equal to 1"),
+        ({"RERUNS": "-1"}, "reruns: Input should be greater than or equal to 0"),
         ({"SHARD_INDEX": "2", "SHARD_TOTAL": "2"}, "shard-index must be < shard-total"),
         ({"FAIL_ON": "sometimes"}, "fail-on: Input should be 'new-failures'"),
         ({"SERVER_URL": "https://cpci.example"}, "auth is token but token is empty"),

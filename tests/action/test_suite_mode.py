@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from cpci.schema import read_results
+
 pytest.importorskip("torch", reason="test mode runs a torchrun world")
 
 SUITE = """
@@ -43,7 +45,11 @@ def test_test_mode_reports_the_shard(tmp_path: Path) -> None:
     assert errors[0].endswith("::AssertionError: broken: bad<b>@team")
     summary = (tmp_path / "summary.md").read_text()
     assert "### cpci: 2 configs in shard 1 of 1" in summary
-    assert "| 1 | 1 | 0 | 2 |" in summary
+    # Reruns and isolation are on by default: the broken config ran 3 times (isolated first).
+    assert "| 1 | 1 | 0 | 4 |" in summary
+    bad = [r for r in read_results(str(tmp_path / "cpci-results.jsonl")) if "bad" in r.nodeid]
+    assert [(r.attempt, r.outcome) for r in bad] == [(1, "failed"), (2, "failed"), (3, "failed")]
+    assert bad[-1].isolation == "fails-alone"
     # Untrusted text: the message is escaped (no HTML, no @mention), the test id is a code span.
     assert "broken: bad&lt;b&gt;@\u2060team |" in summary
     assert "| `test_suite.py::test_case[bad<b>@team]` |" in summary
@@ -55,7 +61,7 @@ def test_test_mode_reports_the_shard(tmp_path: Path) -> None:
 
 def test_fail_on_never_keeps_the_job_green_but_not_a_usage_error(tmp_path: Path) -> None:
     (tmp_path / "test_suite.py").write_text(SUITE)
-    assert run_action(tmp_path, tests="test_suite.py", fail_on="never",
+    assert run_action(tmp_path, tests="test_suite.py", fail_on="never", reruns="0",
                       pytest_args="-p no:cacheprovider").returncode == 0  # fmt: skip
     bad = run_action(tmp_path, tests="test_suite.py", batch_size="zero")
     assert bad.returncode == 2
