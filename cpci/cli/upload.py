@@ -3,7 +3,11 @@
 A malformed JUnit file is reported by name and skipped; the rest are still uploaded, and the
 exit code is then 1 so the workflow shows it. Exit 2: nothing valid to upload or bad flags.
 Exit 3: the service could not take it now; the upload waits in the spool (nothing is lost) and
-`cpci upload --flush`, or the next upload, sends it.
+`cpci upload --flush`, or the next upload to the same server for the same repository, sends it.
+A `--results` file that does not exist is an empty shard (the runner writes none when every
+config was deselected or none was collected): it is uploaded with no results, so the report does
+not wait for it forever. After a branch run's upload the checkout's first-parent history is sent
+too (the base fallback for PRs needs it); without git this is skipped with a note.
 """
 
 from __future__ import annotations
@@ -38,9 +42,13 @@ def register(sub: Any) -> None:
                         help="OIDC audience (or CPCI_OIDC_AUDIENCE; default cpci)")  # fmt: skip
     parser.add_argument("--spool", default=None, metavar="DIR",
                         help="where uploads wait while the service is down (or CPCI_SPOOL; "
-                        "default ~/.cache/cpci/spool)")  # fmt: skip
-    parser.add_argument("--flush", action="store_true",
-                        help="only send what the spool holds")  # fmt: skip
+                        "default $RUNNER_TEMP/cpci-spool in GitHub Actions, else "
+                        "~/.cache/cpci/spool)")  # fmt: skip
+    parser.add_argument(
+        "--flush",
+        action="store_true",
+        help="only send the spooled uploads for this server and repo",
+    )
     parser.add_argument("--retries", type=int, default=5, help="tries per upload (default 5)")
     parser.add_argument("--repository", help="OWNER/REPO (or GITHUB_REPOSITORY)")
     parser.add_argument("--commit", help="commit sha (or the PR head / GITHUB_SHA)")
@@ -51,21 +59,33 @@ def register(sub: Any) -> None:
     parser.add_argument("--ci-attempt", type=int, help="CI run attempt (or GITHUB_RUN_ATTEMPT)")
     parser.add_argument("--shard", help="INDEX/TOTAL, 0-based (or CPCI_SHARD); default 0/1")
     parser.add_argument("--runner-name", help="runner name (or RUNNER_NAME)")
+    parser.add_argument(
+        "--leg",
+        default=None,
+        help="matrix leg (or CPCI_LEG): a name, or a JSON list of runner labels, stored sorted "
+        "and comma-joined; the Action passes its runner labels in a matrix. Two legs' same "
+        "shard index are two shards",
+    )
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from cpci.schema import ResultRecord, read_results
+    from cpci.upload.ancestry import record_ancestry
     from cpci.upload.credentials import CredentialsError, bearer
     from cpci.upload.envelope import EnvelopeError, RunFields, build_envelope
     from cpci.upload.junit import JUnitError, read_junit
     from cpci.upload.send import Backoff, UploadFailed, deliver, flush
-    from cpci.upload.spool import Spool, default_spool_dir
+    from cpci.upload.spool import Binding, Spool, default_spool_dir
 
     records: list[ResultRecord] = []
     problems: list[str] = []
     for path in args.results:
+        if not Path(path).exists():
+            why = "no config was collected or all were deselected"
+            print(f"cpci upload: {path} does not exist ({why}?): an empty shard", file=sys.stderr)
+            continue
         try:
             records += read_results(path)
         except (OSError, ValueError) as exc:
@@ -87,34 +107,53 @@ def run(args: argparse.Namespace) -> int:
         explicit = args.token or os.environ.get("CPCI_TOKEN")
         return bearer(auth, token=explicit, audience=audience, environ=os.environ)
 
+    if not server:
+        print("cpci upload: --server (or CPCI_SERVER) is required", file=sys.stderr)
+        return 2
+    # In Actions a job vouches only for its own run's spooled uploads (see cpci.upload.spool).
+    run_id = os.environ.get("GITHUB_RUN_ID") if os.environ.get("GITHUB_ACTIONS") else None
     if args.flush:
+        repository = args.repository or os.environ.get("GITHUB_REPOSITORY")
+        if not repository:
+            print(
+                "cpci upload --flush: --repository (or GITHUB_REPOSITORY) is required: only "
+                "that repository's spooled uploads are sent with these credentials",
+                file=sys.stderr,
+            )
+            return 2
         try:
-            receipts, left, rejected = flush(spool, token, backoff=backoff)
+            done = flush(spool, Binding(server, repository, run_id), token, backoff=backoff)
         except CredentialsError as exc:
             print(f"cpci upload: {exc}", file=sys.stderr)
             return 2
-        _report_rejected(rejected)
-        print(f"flushed {len(receipts)} spooled upload(s); {left} still in {spool.directory}")
-        return 3 if left else (1 if rejected else 0)
+        _report_notes(done.notes)
+        _report_rejected(done.rejected)
+        print(
+            f"flushed {len(done.receipts)} spooled upload(s); {done.left} still in "
+            f"{spool.directory}"
+        )
+        return 3 if done.left else (1 if done.rejected else 0)
     if not args.results and not args.junit:
         print(
             "cpci upload: give --results FILE and/or --junit FILE... (or --flush)", file=sys.stderr
         )
         return 2
-    if not server:
-        print("cpci upload: --server (or CPCI_SERVER) is required", file=sys.stderr)
-        return 2
     fields = RunFields(
         repository=args.repository, commit=args.commit, branch=args.branch,
         pull_request=args.pull_request, base_commit=args.base_commit, ci_run_id=args.ci_run_id,
-        ci_attempt=args.ci_attempt, shard=args.shard, runner_name=args.runner_name,
+        ci_attempt=args.ci_attempt, shard=args.shard, runner_name=args.runner_name, leg=args.leg,
     )  # fmt: skip
     try:
         envelope = build_envelope(fields, records, os.environ)
-        delivered = deliver(server, token, envelope, spool=spool, backoff=backoff)
+        binding = Binding(server, envelope.repository, run_id)
+        delivered = deliver(binding, token, envelope, spool=spool, backoff=backoff)
+        ancestry = ""
+        if delivered.receipt is not None:
+            ancestry = record_ancestry(server, token(), envelope, cwd=Path.cwd())
     except (EnvelopeError, CredentialsError, UploadFailed) as exc:
         print(f"cpci upload: {exc}", file=sys.stderr)
         return 1 if isinstance(exc, UploadFailed) else 2
+    _report_notes(delivered.notes + ([ancestry] if ancestry else []))
     _report_rejected(delivered.rejected)
     if args.json:
         print(json.dumps({
@@ -124,6 +163,8 @@ def run(args: argparse.Namespace) -> int:
             "still_spooled": delivered.still_spooled,
             "rejected": delivered.rejected,
             "skipped": problems,
+            "notes": delivered.notes,
+            "ancestry": ancestry,
         }))  # fmt: skip
     elif delivered.receipt is None:
         print(
@@ -145,6 +186,11 @@ def run(args: argparse.Namespace) -> int:
     if delivered.receipt is None:
         return 3
     return 1 if problems or delivered.rejected else 0
+
+
+def _report_notes(notes: list[str]) -> None:
+    for line in notes:
+        print(f"cpci upload: {line}", file=sys.stderr)
 
 
 def _report_rejected(rejected: list[str]) -> None:

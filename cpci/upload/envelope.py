@@ -4,6 +4,11 @@ Precedence: a flag beats an environment variable. In GitHub Actions the defaults
 GITHUB_REPOSITORY, GITHUB_SHA, GITHUB_RUN_ID, GITHUB_RUN_ATTEMPT, GITHUB_REF_NAME, RUNNER_NAME,
 and on `pull_request` events from the event payload (GITHUB_EVENT_PATH): there GITHUB_SHA is a
 merge commit GitHub made, so the PR's head and base commits are read from the payload instead.
+
+The matrix leg (`--leg` / CPCI_LEG) tells apart jobs of one CI run that run the same shard in
+different environments (the reusable workflow's runner-label sets, e.g. H100 and A100). It is a
+name, or a JSON list of runner labels, stored sorted and comma-joined (`a100,gpu,self-hosted`),
+so the same label set always names the same leg.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ class RunFields:
     ci_attempt: int | None = None
     shard: str | None = None  # "i/N", 0-based index
     runner_name: str | None = None
+    leg: str | None = None  # a name, or a JSON list of runner labels
 
 
 def build_envelope(
@@ -60,6 +66,7 @@ def build_envelope(
         or 1,
         "shard_index": index,
         "shard_total": total,
+        "leg": leg_name(fields.leg if fields.leg is not None else env.get("CPCI_LEG", "")),
         "runner_name": fields.runner_name or env.get("RUNNER_NAME") or None,
         "environment": detect(results),
         "results": list(results),
@@ -68,6 +75,22 @@ def build_envelope(
         return RunEnvelope.model_validate(values)
     except ValueError as exc:
         raise EnvelopeError(f"the upload is not a valid cpci.run/1 envelope: {exc}") from exc
+
+
+def leg_name(value: str) -> str:
+    """A leg's stored name: a JSON list of runner labels becomes its sorted labels, joined."""
+    text = value.strip()
+    if not text.startswith("["):
+        return text
+    try:
+        labels = json.loads(text)
+    except ValueError as exc:
+        raise EnvelopeError(
+            f"--leg (or CPCI_LEG) looks like a JSON list of runner labels but is not: {exc}"
+        ) from exc
+    if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
+        raise EnvelopeError(f"--leg (or CPCI_LEG) must be a name or a JSON list of labels: {text}")
+    return ",".join(sorted(set(labels)))
 
 
 def _need(value: str | None, flag: str, variable: str) -> str:

@@ -4,6 +4,10 @@ Nothing is lost: a send that cannot get through (no answer, 429, 5xx) after its 
 the disk spool, and the spool is flushed, oldest first, before every later upload (or by
 `cpci upload --flush`). A refusal that a retry cannot fix (401, 403, 409, 413, 422) is raised at
 once and not spooled. The service's ingest is idempotent, so a resend never duplicates.
+
+A flush sends only the items bound to this upload's server and repository (see `spool.Binding`):
+the current credentials never travel to a server named in a spool file, and never vouch for an
+upload made for another repository.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from typing import Any
 import httpx
 
 from cpci.schema import RunEnvelope
-from cpci.upload.spool import Spool
+from cpci.upload.spool import Binding, Spool
 
 UPLOAD_PATH = "/api/v1/uploads"
 #: Statuses worth another try: the service (or a proxy in front of it) is overloaded or restarting.
@@ -62,6 +66,19 @@ class Delivered:
     still_spooled: int = 0
     error: str = ""
     rejected: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Flushed:
+    """What a flush did: receipts, items of this binding still waiting (the server is still
+    unreachable), items refused for good (set aside), and one-line notes (items bound elsewhere
+    left in place, unreadable files set aside)."""
+
+    receipts: list[dict[str, Any]] = field(default_factory=list)
+    left: int = 0
+    rejected: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
 
 def send_with_retries(
@@ -84,36 +101,48 @@ def send_with_retries(
 
 def flush(
     spool: Spool,
+    binding: Binding,
     token: Callable[[], str],
     *,
     backoff: Backoff,
     transport: httpx.BaseTransport | None = None,
-) -> tuple[list[dict[str, Any]], int, list[str]]:
-    """Send what the spool holds, oldest first; stops at the first that still cannot get through.
-
-    Returns the receipts, how many uploads remain spooled, and the uploads the service refused
-    for good (moved to the spool's `rejected/` folder with the reason, never deleted).
-    """
-    receipts: list[dict[str, Any]] = []
-    rejected: list[str] = []
-    pending = spool.pending()
-    for position, item in enumerate(pending):
+) -> Flushed:
+    """Send the spooled items bound to `binding`, oldest first; stop at the first that still
+    cannot get through. Items bound elsewhere are left in place, untouched, with a note."""
+    scan = spool.scan()
+    done = Flushed(notes=[f"set aside {line}" for line in scan.set_aside])
+    mine = []
+    for item in scan.items:
+        why = binding.refuses(item.binding)
+        if why is None:
+            mine.append(item)
+        else:
+            done.notes.append(f"left {item.path.name} in the spool: {why}")
+    for position, item in enumerate(mine):
+        claimed = spool.claim(item)
+        if claimed is None:
+            continue  # a concurrent flush is sending it
         try:
             receipt = send_with_retries(
-                item.server, token(), item.envelope, backoff=backoff, transport=transport
+                binding.server, token(), claimed.envelope, backoff=backoff, transport=transport
             )
         except UploadFailed as exc:
             if exc.retryable:
-                return receipts, len(pending) - position, rejected
-            rejected.append(f"{spool.reject(item, str(exc))}: {exc}")
+                spool.release(claimed)
+                done.left = len(mine) - position
+                return done
+            done.rejected.append(str(spool.reject(claimed, str(exc))))
             continue
-        receipts.append(receipt)
-        spool.done(item)
-    return receipts, 0, rejected
+        except BaseException:
+            spool.release(claimed)
+            raise
+        done.receipts.append(receipt)
+        spool.done(claimed)
+    return done
 
 
 def deliver(
-    server: str,
+    server: str | Binding,
     token: Callable[[], str],
     envelope: RunEnvelope,
     *,
@@ -121,20 +150,26 @@ def deliver(
     backoff: Backoff,
     transport: httpx.BaseTransport | None = None,
 ) -> Delivered:
-    """Flush the spool, then send `envelope`; spool it if the service cannot take it now."""
-    flushed, left, rejected = flush(spool, token, backoff=backoff, transport=transport)
-    if left:  # the service is still unreachable: do not hammer it with this one too
-        path = spool.put(server, envelope)
+    """Flush the spool's items for this server and repository, then send `envelope`; spool it
+    if the service cannot take it now. A bare server URL binds to the envelope's repository."""
+    binding = server if isinstance(server, Binding) else Binding(server, envelope.repository)
+    flushed = flush(spool, binding, token, backoff=backoff, transport=transport)
+    sent, rejected, notes = flushed.receipts, flushed.rejected, flushed.notes
+    if flushed.left:  # the service is still unreachable: do not hammer it with this one too
+        path = spool.put(binding, envelope)
         why = "the service still does not take the uploads spooled before this one"
-        return Delivered(None, path, flushed, left + 1, why, rejected)
+        return Delivered(None, path, sent, flushed.left + 1, why, rejected, notes)
     try:
-        receipt = send_with_retries(server, token(), envelope, backoff=backoff, transport=transport)
+        receipt = send_with_retries(
+            binding.server, token(), envelope, backoff=backoff, transport=transport
+        )
     except UploadFailed as exc:
         if not exc.retryable:
             raise
-        path = spool.put(server, envelope)
-        return Delivered(None, path, flushed, len(spool.pending()), str(exc), rejected)
-    return Delivered(receipt, None, flushed, 0, "", rejected)
+        path = spool.put(binding, envelope)
+        waiting = sum(binding.refuses(i.binding) is None for i in spool.pending())
+        return Delivered(None, path, sent, waiting, str(exc), rejected, notes)
+    return Delivered(receipt, None, sent, 0, "", rejected, notes)
 
 
 def send_envelope(

@@ -1,10 +1,18 @@
 """A disk spool for uploads the service could not take (down, 5xx), sent again later.
 
-Each spooled upload is one JSON file holding the server URL and the envelope, named by the hash of
-its body: spooling the same upload twice keeps one file, and the service's idempotent ingest makes
-a resend after a lost answer harmless. Files are written atomically (temp file, fsync, rename), so a
-crash never leaves a half file that looks complete. Credentials are never spooled: a flush gets
-fresh ones (OIDC tokens expire within minutes).
+Each spooled upload is one JSON file holding the envelope and what it is bound to: the server
+URL and the repository it was made for (and, in GitHub Actions, its CI run). A flush sends an
+item only to its own server, only with credentials for its own repository, and in Actions only
+from a job of its own run: a file planted in a shared spool by earlier (e.g. fork) code can
+neither draw the next trusted job's token to another server nor be sent under that job's name.
+Items bound elsewhere are left in place, untouched.
+
+Files are written atomically (temp file, fsync, rename) and named by the hash of their body, so
+spooling the same upload twice keeps one file. Sending an item first claims it by renaming it
+(atomic on one file system): two concurrent flushes never send the same item, and a claim left by
+a process that died is released by the next flush. A file that cannot be read is moved to `bad/`
+with the reason beside it; it never blocks the upload at hand. Credentials are never spooled: a
+flush gets fresh ones (OIDC tokens expire within minutes).
 """
 
 from __future__ import annotations
@@ -12,61 +20,133 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from pydantic import ValidationError
 
 from cpci.schema import RunEnvelope
 
+CLAIM = ".claimed-"
 
-def default_spool_dir() -> Path:
-    """`$CPCI_SPOOL`, else `$XDG_CACHE_HOME/cpci/spool` (`~/.cache/cpci/spool`)."""
-    if os.environ.get("CPCI_SPOOL"):
-        return Path(os.environ["CPCI_SPOOL"])
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+
+def default_spool_dir(environ: Mapping[str, str] = os.environ) -> Path:
+    """`$CPCI_SPOOL`; in GitHub Actions `$RUNNER_TEMP/cpci-spool` (private to the job: a
+    self-hosted runner's home is shared by every job it runs); else `~/.cache/cpci/spool`."""
+    if environ.get("CPCI_SPOOL"):
+        return Path(environ["CPCI_SPOOL"])
+    if environ.get("RUNNER_TEMP"):
+        return Path(environ["RUNNER_TEMP"]) / "cpci-spool"
+    cache = environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(cache) / "cpci" / "spool"
+
+
+def normalise_server(server: str) -> str:
+    """One spelling per server URL, so a trailing slash does not unbind an item."""
+    return server.strip().rstrip("/")
+
+
+@dataclass(frozen=True)
+class Binding:
+    """Where an upload may go: its server, its repository, and in Actions its CI run."""
+
+    server: str
+    repository: str
+    ci_run_id: str | None = None
+
+    def refuses(self, item: Binding) -> str | None:
+        """Why an item bound to `item` may not be flushed by this job (None: it may)."""
+        if normalise_server(item.server) != normalise_server(self.server):
+            return f"it is for {item.server}, this upload goes to {self.server}"
+        if item.repository != self.repository:
+            return f"it is for {item.repository}, these credentials are for {self.repository}"
+        if self.ci_run_id is not None and item.ci_run_id != self.ci_run_id:
+            return f"it was spooled by CI run {item.ci_run_id}, this is run {self.ci_run_id}"
+        return None
 
 
 @dataclass(frozen=True)
 class Spooled:
     path: Path
-    server: str
+    binding: Binding
     envelope: RunEnvelope
+
+    @property
+    def server(self) -> str:
+        return self.binding.server
+
+
+@dataclass
+class Scan:
+    """What the spool holds: readable items oldest first, and files set aside as unreadable."""
+
+    items: list[Spooled] = field(default_factory=list)
+    set_aside: list[str] = field(default_factory=list)
 
 
 class Spool:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
 
-    def put(self, server: str, envelope: RunEnvelope) -> Path:
+    def put(self, binding: Binding, envelope: RunEnvelope) -> Path:
         body = envelope.model_dump_json(by_alias=True)
+        server = normalise_server(binding.server)
         digest = hashlib.sha256(f"{server}\n{body}".encode()).hexdigest()[:32]
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         path = self.directory / f"upload-{digest}.json"
-        tmp = path.with_suffix(".tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump({"server": server, "envelope": json.loads(body)}, fh)
+        tmp = self.directory / f".{path.name}.{os.getpid()}.tmp"
+        data = {
+            "server": server,
+            "repository": binding.repository,
+            "ci_run_id": binding.ci_run_id,
+            "envelope": json.loads(body),
+        }
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh)
             fh.flush()
             os.fsync(fh.fileno())
         tmp.replace(path)
         return path
 
-    def pending(self) -> list[Spooled]:
-        """Spooled uploads, oldest first; an unreadable file is reported, never deleted."""
+    def scan(self) -> Scan:
+        """Spooled uploads, oldest first; an unreadable file is moved to `bad/`, never deleted."""
+        scan = Scan()
         if not self.directory.is_dir():
-            return []
-        out = []
-        files = sorted(self.directory.glob("upload-*.json"), key=lambda p: p.stat().st_mtime)
-        for path in files:
+            return scan
+        self._release_abandoned_claims()
+        dated = []
+        for path in self.directory.glob("upload-*.json"):
             try:
-                data = json.loads(path.read_text(encoding="utf-8"))
-                out.append(
-                    Spooled(path, data["server"], RunEnvelope.model_validate(data["envelope"]))
-                )
-            except (OSError, ValueError, KeyError) as exc:
-                raise SpoolError(
-                    f"{path}: unreadable spooled upload ({exc}); move it away"
-                ) from exc
-        return out
+                dated.append((path.stat().st_mtime, path))
+            except FileNotFoundError:
+                continue  # claimed by a concurrent flush meanwhile
+        for _, path in sorted(dated):
+            try:
+                scan.items.append(_read(path))
+            except FileNotFoundError:
+                continue
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                scan.set_aside.append(self._set_aside(path, "bad", f"unreadable: {exc}"))
+        return scan
+
+    def pending(self) -> list[Spooled]:
+        return self.scan().items
+
+    def claim(self, item: Spooled) -> Spooled | None:
+        """Take the item for sending; None when a concurrent flush already took it."""
+        claimed = item.path.with_name(f"{item.path.name}{CLAIM}{os.getpid()}")
+        try:
+            item.path.rename(claimed)
+        except FileNotFoundError:
+            return None
+        return Spooled(claimed, item.binding, item.envelope)
+
+    @staticmethod
+    def release(claimed: Spooled) -> None:
+        """Put a claimed item back (it could not be sent now)."""
+        claimed.path.rename(_unclaimed(claimed.path))
 
     @staticmethod
     def done(item: Spooled) -> None:
@@ -74,13 +154,55 @@ class Spool:
 
     def reject(self, item: Spooled, reason: str) -> Path:
         """Move an upload the service refused for good out of the way, with the reason beside it."""
-        rejected = self.directory / "rejected"
-        rejected.mkdir(exist_ok=True)
-        target = rejected / item.path.name
-        item.path.replace(target)
+        return Path(self._set_aside(item.path, "rejected", reason))
+
+    def _set_aside(self, path: Path, folder: str, reason: str) -> str:
+        target_dir = self.directory / folder
+        target_dir.mkdir(exist_ok=True, mode=0o700)
+        target = target_dir / _unclaimed(path).name
+        try:
+            path.replace(target)
+        except FileNotFoundError:
+            return f"{path} (gone)"
         target.with_suffix(".reason.txt").write_text(reason + "\n", encoding="utf-8")
-        return target
+        return f"{target}: {reason}"
+
+    def _release_abandoned_claims(self) -> None:
+        for path in self.directory.glob(f"upload-*.json{CLAIM}*"):
+            pid = path.name.rsplit(CLAIM, 1)[1]
+            if pid.isdigit() and not _alive(int(pid)):
+                try:
+                    path.rename(_unclaimed(path))
+                except FileNotFoundError:
+                    pass  # another flush released it first
 
 
-class SpoolError(RuntimeError):
-    """A file in the spool cannot be read; it is left in place for a person to look at."""
+def _read(path: Path) -> Spooled:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    try:
+        envelope = RunEnvelope.model_validate(data["envelope"])
+    except ValidationError as exc:
+        raise ValueError(f"not a cpci.run/1 envelope ({exc.error_count()} error(s))") from None
+    if not isinstance(data["server"], str):
+        raise ValueError("no server URL")
+    run = data.get("ci_run_id")
+    repository = data.get("repository", envelope.repository)
+    if repository != envelope.repository:
+        raise ValueError(f"bound to {repository} but its envelope is for {envelope.repository}")
+    return Spooled(path, Binding(data["server"], repository, str(run) if run else None), envelope)
+
+
+def _unclaimed(path: Path) -> Path:
+    return path.with_name(path.name.split(CLAIM, 1)[0])
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -35,7 +35,7 @@ from cpci.server.crud.tokens import create_token
 from cpci.server.devpg import free_port
 from cpci.server.models import Config, Repository, Result, Run, Shard
 from cpci.upload.send import Backoff, deliver, flush
-from cpci.upload.spool import Spool
+from cpci.upload.spool import Binding, Spool
 
 REPO = "acme/attn"
 START_DEADLINE_S = 60
@@ -359,7 +359,8 @@ def kill_mid_upload(
     elif "done" in outcome:
         done = outcome["done"]
         if done.receipt is None:  # every retry fell in the restart: the spool holds it
-            receipts, left, rejected = flush(spool, lambda: token, backoff=backoff)
+            flushed = flush(spool, Binding(service.url, REPO), lambda: token, backoff=backoff)
+            receipts, left, rejected = flushed.receipts, flushed.left, flushed.rejected
             statuses = [r["status"] for r in receipts]
             if left or rejected:
                 problems.append(f"spool flush left {left}, rejected {rejected}")

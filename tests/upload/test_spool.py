@@ -18,7 +18,7 @@ from cpci.server.core.db import create_db_engine
 from cpci.server.core.migrate import upgrade
 from cpci.server.crud.tokens import create_token
 from cpci.upload.send import Backoff, UploadFailed, deliver
-from cpci.upload.spool import Spool
+from cpci.upload.spool import Binding, Spool
 from tests.live_server import loopback_socket, serve
 
 REPO = "acme/spool"
@@ -81,7 +81,7 @@ def test_spooled_while_down_then_flushed_first_by_the_next_upload(tmp_path: Path
     assert down.spooled is not None
     assert [s.envelope.ci_run_id for s in spool.pending()] == ["1"]
     # The same upload spooled again keeps one file: resending cannot duplicate anything.
-    spool.put("http://cpci", envelope("1"))
+    spool.put(Binding("http://cpci", REPO), envelope("1"))
     assert len(spool.pending()) == 1
     seen.clear()
     up = deliver("http://cpci", token, envelope("2"), spool=spool, backoff=backoff([]),
@@ -94,7 +94,7 @@ def test_spooled_while_down_then_flushed_first_by_the_next_upload(tmp_path: Path
 
 def test_a_spooled_upload_refused_for_good_is_set_aside_not_deleted(tmp_path: Path) -> None:
     spool = Spool(tmp_path)
-    spool.put("http://cpci", envelope("1"))
+    spool.put(Binding("http://cpci", REPO), envelope("1"))
     up = deliver("http://cpci", token, envelope("2"), spool=spool, backoff=backoff([]),
                  transport=scripted([409, 201], []))  # fmt: skip
     assert up.receipt is not None
@@ -131,7 +131,9 @@ def test_service_down_then_up_nothing_lost_nothing_twice(
     assert "SPOOLED to" in capsys.readouterr().err
     app = create_app(Settings(database_url=database_url), engine=engine)
     with serve(app, reserved_port):
-        flush = ["upload", "--flush", "--token", secret, "--spool", str(tmp_path / "spool")]
+        spool = str(tmp_path / "spool")
+        flush = ["upload", "--flush", "--token", secret, "--spool", spool, "--server", url]
+        flush += ["--repository", REPO]
         assert main(flush) == 0
         assert "flushed 1 spooled upload(s); 0 still in" in capsys.readouterr().out
         assert main(args) == 0  # the same shard again: stored once

@@ -1,0 +1,86 @@
+"""Commit ancestry, recorded by the uploader itself: the first-parent history of the checkout.
+
+A PR whose base commit was never tested is compared with the nearest tested ancestor, which the
+service can find only if it knows the base branch's first-parent links. Branch runs send them
+(`git log --first-parent`, bounded) right after their upload, so nobody has to call
+`POST /commits` by hand. Ancestry is a help, never a condition: without git, outside a
+repository, or with the commit not checked out, it is skipped with a note and the upload stands.
+PR runs do not send it (the service takes ancestry from branch rights only).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from cpci.schema import RunEnvelope
+
+#: Links sent per branch upload: enough to bridge a run of untested commits, small to send.
+DEPTH = 50
+
+
+@dataclass(frozen=True)
+class Ancestry:
+    """First-parent links (commit, parent), nearest first; `note` says why there are none."""
+
+    links: tuple[tuple[str, str], ...]
+    note: str = ""
+
+
+def first_parent_links(commit: str, *, cwd: Path, depth: int = DEPTH) -> Ancestry:
+    """Up to `depth` (commit, first parent) links from `commit` down, read from git in `cwd`."""
+    try:
+        done = subprocess.run(
+            ["git", "log", "--first-parent", f"--max-count={depth}", "--format=%H %P", commit],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    except FileNotFoundError:
+        return Ancestry((), "no git on PATH: commit ancestry not recorded")
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Ancestry((), f"git log failed ({exc}): commit ancestry not recorded")
+    if done.returncode != 0:
+        why = (done.stderr.strip().splitlines() or ["git log failed"])[0]
+        return Ancestry((), f"{why}: commit ancestry not recorded")
+    links = []
+    for line in done.stdout.splitlines():
+        shas = line.split()
+        if len(shas) >= 2:
+            links.append((shas[0], shas[1]))
+    return Ancestry(tuple(links))
+
+
+def record_ancestry(
+    server: str,
+    token: str,
+    envelope: RunEnvelope,
+    *,
+    cwd: Path,
+    transport: httpx.BaseTransport | None = None,
+) -> str:
+    """Send the checkout's first-parent links for a branch run; returns a one-line note."""
+    if envelope.pull_request is not None:
+        return ""
+    ancestry = first_parent_links(envelope.commit, cwd=cwd)
+    if not ancestry.links:
+        return ancestry.note
+    url = f"{server.rstrip('/')}/api/v1/repos/{envelope.repository}/commits"
+    body = {"parents": [{"commit": c, "parent": p} for c, p in ancestry.links]}
+    try:
+        with httpx.Client(transport=transport, timeout=60) as http:
+            response = http.post(url, json=body, headers={"Authorization": f"Bearer {token}"})
+    except httpx.HTTPError as exc:
+        return f"commit ancestry not recorded: no answer from {url} ({exc})"
+    if response.status_code != 200:
+        try:
+            detail = response.json().get("detail", response.text)
+        except ValueError:
+            detail = response.text[:300]
+        return f"commit ancestry not recorded: {response.status_code} {detail}"
+    return f"recorded {len(ancestry.links)} first-parent commit link(s)"

@@ -1,0 +1,229 @@
+"""The spool attack and its neighbours, with real processes and real HTTP: a spooled item goes
+only to its own server, only with credentials for its own repository; a bad file is set aside;
+one unreachable server holds back no other's items; two concurrent flushes send each item once."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from cpci.cli import main
+from cpci.schema import ResultRecord, RunEnvelope
+from cpci.upload.spool import Binding, Spool, default_spool_dir
+from tests.upload.conftest import REPO, LiveService
+
+OTHER = "acme/other"
+
+
+def envelope(run: str, repository: str = REPO) -> RunEnvelope:
+    record = ResultRecord(nodeid="t.py::test", world_size=2, outcome="passed", duration_s=1.0)
+    return RunEnvelope(repository=repository, commit="a" * 40, ci_run_id=run, results=[record])
+
+
+class Recorder:
+    """A server that records every request it gets (and answers 201): the attacker's URL."""
+
+    def __init__(self) -> None:
+        self.seen: list[dict[str, str]] = []
+
+
+@pytest.fixture
+def attacker() -> Iterator[tuple[str, Recorder]]:
+    recorder = Recorder()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length", 0)))
+            recorder.seen.append({"path": self.path, "auth": self.headers.get("authorization", "")})
+            body = b'{"status": "stored"}'
+            self.send_response(201)
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", recorder
+    server.shutdown()
+    server.server_close()
+
+
+def upload_args(service: LiveService, tmp_path: Path, run: str) -> list[str]:
+    results = tmp_path / f"r{run}.jsonl"
+    results.write_text(envelope(run).results[0].to_json_line())
+    return [
+        "upload",
+        "--results",
+        str(results),
+        "--repository",
+        REPO,
+        "--commit",
+        "b" * 40,
+        "--ci-run-id",
+        run,
+        "--server",
+        service.url,
+        "--token",
+        service.token,
+        "--spool",
+        str(tmp_path / "spool"),
+        "--retries",
+        "1",
+    ]
+
+
+def run_outcomes(service: LiveService, run: str) -> dict[str, int]:
+    response = httpx.get(f"{service.url}/api/v1/repos/{REPO}/runs/{run}")
+    return dict(response.json()["outcomes"]) if response.status_code == 200 else {}
+
+
+def test_an_item_naming_another_server_never_gets_this_jobs_token(
+    service: LiveService,
+    attacker: tuple[str, Recorder],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    evil_url, recorder = attacker
+    spool = Spool(tmp_path / "spool")
+    planted = spool.put(Binding(evil_url, REPO), envelope("planted"))
+    before = planted.read_bytes(), planted.stat().st_mtime_ns
+    assert main(upload_args(service, tmp_path, "s1")) == 0
+    assert recorder.seen == []  # the attacker's server saw nothing, least of all the token
+    assert (planted.read_bytes(), planted.stat().st_mtime_ns) == before  # left untouched
+    assert f"it is for {evil_url}, this upload goes to {service.url}" in capsys.readouterr().err
+    assert run_outcomes(service, "planted") == {}
+
+
+def test_an_item_for_another_repository_is_not_sent_with_this_repositorys_token(
+    service: LiveService, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spool = Spool(tmp_path / "spool")
+    planted = spool.put(Binding(service.url, OTHER), envelope("other-1", OTHER))
+    assert main(upload_args(service, tmp_path, "s2")) == 0
+    assert planted.exists()
+    assert f"it is for {OTHER}, these credentials are for {REPO}" in capsys.readouterr().err
+    assert httpx.get(f"{service.url}/api/v1/repos/{OTHER}/runs/other-1").status_code == 404
+
+
+def test_a_file_rebinding_its_envelope_to_another_repository_is_set_aside(
+    service: LiveService, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A planted file saying `repository: REPO` over an envelope of OTHER is not trusted."""
+    folder = tmp_path / "spool"
+    folder.mkdir()
+    body = {
+        "server": service.url,
+        "repository": REPO,
+        "envelope": json.loads(envelope("x", OTHER).model_dump_json(by_alias=True)),
+    }
+    (folder / "upload-forged.json").write_text(json.dumps(body))
+    (folder / "upload-garbage.json").write_text("{not json")
+    assert main(upload_args(service, tmp_path, "s3")) == 0  # the current upload is not blocked
+    err = capsys.readouterr().err
+    assert "bound to acme/attn but its envelope is for acme/other" in err
+    assert "unreadable" in err
+    assert sorted(p.name for p in (folder / "bad").glob("upload-*.json")) == [
+        "upload-forged.json",
+        "upload-garbage.json",
+    ]
+    assert "Traceback" not in err
+
+
+def test_an_unreachable_server_holds_back_no_other_servers_items(
+    service: LiveService, tmp_path: Path
+) -> None:
+    spool = Spool(tmp_path / "spool")
+    down = spool.put(Binding("http://127.0.0.1:9", REPO), envelope("for-down"))
+    spool.put(Binding(service.url + "/", REPO), envelope("waiting"))  # same server, one slash more
+    assert main(upload_args(service, tmp_path, "s4")) == 0
+    assert run_outcomes(service, "waiting") == {"passed": 1}
+    assert [p.path for p in spool.pending()] == [down]
+
+
+def test_two_concurrent_flushes_send_each_item_once(service: LiveService, tmp_path: Path) -> None:
+    spool = Spool(tmp_path / "spool")
+    runs = [f"c{i}" for i in range(12)]
+    for run in runs:
+        spool.put(Binding(service.url, REPO), envelope(run))
+    before = _uploads(service)
+    command = [
+        sys.executable,
+        "-m",
+        "cpci",
+        "upload",
+        "--flush",
+        "--server",
+        service.url,
+        "--repository",
+        REPO,
+        "--token",
+        service.token,
+        "--spool",
+        str(spool.directory),
+    ]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "CPCI_"))}
+    flushes = [subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True) for _ in "ab"]
+    outputs = [p.communicate(timeout=120)[0] for p in flushes]
+    assert [p.returncode for p in flushes] == [0, 0], outputs
+    sent = sum(int(out.split("flushed ")[1].split(" ")[0]) for out in outputs)
+    assert sent == len(runs)  # between them, each item once
+    after = _uploads(service)
+    assert after["stored"] - before["stored"] == len(runs)
+    assert after["duplicate"] == before["duplicate"]  # nothing was sent twice
+    assert spool.pending() == []
+    assert list(spool.directory.glob("upload-*")) == []
+
+
+def _uploads(service: LiveService) -> dict[str, float]:
+    text = httpx.get(f"{service.url}/metrics").text
+    counts = {"stored": 0.0, "duplicate": 0.0}
+    for status in counts:
+        for line in text.splitlines():
+            if line.startswith(f'cpci_uploads_total{{status="{status}"}}'):
+                counts[status] = float(line.split()[-1])
+    return counts
+
+
+def test_in_actions_the_spool_is_the_jobs_own_and_bound_to_its_run(
+    service: LiveService, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    environ = {"RUNNER_TEMP": str(tmp_path / "runner-temp"), "HOME": str(tmp_path)}
+    assert default_spool_dir(environ) == tmp_path / "runner-temp" / "cpci-spool"
+    assert default_spool_dir({**environ, "CPCI_SPOOL": "/x"}) == Path("/x")
+    spool = Spool(tmp_path / "spool")
+    earlier = spool.put(Binding(service.url, REPO, "41"), envelope("r41"))
+    mine = spool.put(Binding(service.url, REPO, "42"), envelope("r42"))
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_RUN_ID", "42")
+    assert main(upload_args(service, tmp_path, "42")) == 0
+    assert not mine.exists()
+    assert earlier.exists()  # spooled by another run: not this job's to vouch for
+    assert run_outcomes(service, "r42") == {"passed": 1}
+    assert run_outcomes(service, "r41") == {}
+
+
+def test_a_claim_left_by_a_dead_process_is_released(tmp_path: Path) -> None:
+    spool = Spool(tmp_path)
+    path = spool.put(Binding("http://cpci", REPO), envelope("1"))
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    path.rename(path.with_name(f"{path.name}.claimed-{dead}"))
+    assert [item.path for item in spool.pending()] == [path]

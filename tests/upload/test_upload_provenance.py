@@ -1,0 +1,174 @@
+"""What `cpci upload` sends besides the results: the checkout's first-parent ancestry (read from
+a real git repository), the matrix leg, and an empty shard when no results file was written."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlalchemy import create_engine, text
+
+from cpci.cli import main
+from cpci.upload.ancestry import first_parent_links
+from cpci.upload.envelope import EnvelopeError, leg_name
+from tests.upload.conftest import REPO, LiveService
+
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@t",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@t",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+}
+
+
+def git(repo: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", *args],
+        cwd=repo,
+        env={**os.environ, **GIT_ENV},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+@pytest.fixture
+def checkout(tmp_path: Path) -> Path:
+    """main: c1 - c2 - merge(c2, side) - c4; the side branch's commit is no first parent."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    for name in ("c1", "c2"):
+        git(repo, "commit", "-q", "--allow-empty", "-m", name)
+    git(repo, "checkout", "-q", "-b", "side")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "side")
+    git(repo, "checkout", "-q", "main")
+    git(repo, "merge", "-q", "--no-ff", "-m", "merge", "side")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "c4")
+    return repo
+
+
+def parents_stored(service: LiveService) -> dict[str, str]:
+    engine = create_engine(service.database_url)
+    with engine.connect() as conn:
+        rows = conn.execute(text('SELECT "commit", parent FROM commit_parent')).all()
+    engine.dispose()
+    return {c: p for c, p in rows}
+
+
+def args(service: LiveService, tmp_path: Path, results: Path, *extra: str) -> list[str]:
+    return [
+        "upload",
+        "--results",
+        str(results),
+        "--repository",
+        REPO,
+        "--server",
+        service.url,
+        "--token",
+        service.token,
+        "--spool",
+        str(tmp_path / "spool"),
+        *extra,
+    ]
+
+
+def test_a_branch_upload_records_the_first_parent_history_of_the_checkout(
+    service: LiveService,
+    checkout: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    head = git(checkout, "rev-parse", "HEAD")
+    chain = git(checkout, "log", "--first-parent", "--format=%H").split()
+    side = git(checkout, "rev-parse", "side")
+    monkeypatch.chdir(checkout)
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    code = main(
+        args(service, tmp_path, empty, "--commit", head, "--branch", "main", "--ci-run-id", "anc-1")
+    )
+    assert code == 0
+    assert "recorded 3 first-parent commit link(s)" in capsys.readouterr().err
+    stored = parents_stored(service)
+    assert [stored[c] for c in chain[:3]] == chain[1:4]
+    assert side not in stored.values()  # the merged branch is not on the first-parent line
+
+
+def test_without_a_repository_ancestry_is_skipped_and_the_upload_stands(
+    service: LiveService,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    missing = tmp_path / "never-written.jsonl"
+    code = main(
+        args(
+            service,
+            tmp_path,
+            missing,
+            "--commit",
+            "e" * 40,
+            "--branch",
+            "main",
+            "--ci-run-id",
+            "anc-2",
+            "--shard",
+            "1/2",
+        )
+    )
+    assert code == 0
+    err = capsys.readouterr().err
+    assert "does not exist" in err
+    assert "empty shard" in err
+    assert "commit ancestry not recorded" in err
+    summary = httpx.get(f"{service.url}/api/v1/repos/{REPO}/runs/anc-2").json()
+    assert summary["run"]["shards"]["reported"] == 1  # the empty shard is counted
+    assert summary["run"]["shards"]["missing"] == [0]
+
+
+def test_git_log_of_an_unknown_commit_is_a_note(checkout: Path) -> None:
+    found = first_parent_links("f" * 40, cwd=checkout)
+    assert found.links == ()
+    assert "commit ancestry not recorded" in found.note
+
+
+def test_a_leg_given_as_runner_labels_is_sorted(
+    service: LiveService, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CPCI_LEG", '["self-hosted", "h100", "linux"]')
+    results = tmp_path / "r.jsonl"
+    results.write_text("")
+    for leg in (None, "a100"):
+        extra = ["--leg", leg] if leg else []
+        code = main(
+            args(
+                service,
+                tmp_path,
+                results,
+                "--commit",
+                "e" * 40,
+                "--branch",
+                "main",
+                "--ci-run-id",
+                "leg-1",
+                *extra,
+            )
+        )
+        assert code == 0
+    shards = httpx.get(f"{service.url}/api/v1/repos/{REPO}/runs/leg-1").json()["run"]["shards"]
+    assert shards["legs"] == ["a100", "h100,linux,self-hosted"]
+    assert shards["text"] == "2/2 shards on 2 legs"
+
+
+def test_a_malformed_label_list_names_the_flag() -> None:
+    with pytest.raises(EnvelopeError, match="--leg"):
+        leg_name('["h100", 3]')
