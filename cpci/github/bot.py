@@ -29,6 +29,9 @@ ReportLoader = Callable[[str, int], "PullRequestReport | None"]
 
 @dataclass(frozen=True)
 class BotSettings:
+    """How the bot publishes. Without `bot_login` it is asked of GitHub (`GET /app`, `GET
+    /user`): a comment is only ever adopted when it carries the marker *and* is the bot's own."""
+
     comment_mode: CommentMode = "edit"
     fail_on: FailOn = "new-failures"
     bot_login: str | None = None
@@ -81,7 +84,8 @@ def refresh(
     options = CommentOptions(service_url=settings.service_url, fail_on=settings.fail_on)
     body = render(report, consistency, options, repository=repo, pull_request=number)
     published = upsert_comment(
-        client, repo, number, body, mode=settings.comment_mode, bot_login=settings.bot_login,
+        client, repo, number, body, mode=settings.comment_mode,
+        bot_login=settings.bot_login or client.bot_login(),
         known_id=previous.comment_id if previous else None,
     )  # fmt: skip
     from cpci.server.ui import urls

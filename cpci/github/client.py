@@ -16,7 +16,7 @@ import httpx
 
 from cpci import __version__
 from cpci.github.auth import Auth
-from cpci.github.errors import NotFound, Unreachable, error_for
+from cpci.github.errors import GitHubError, NotFound, PermissionDenied, Unreachable, error_for
 from cpci.github.models import ChangedFile, CheckRun, Comment, PullRequest
 from cpci.github.retry import Clock, RetryPolicy, primary_reset_wait
 
@@ -128,6 +128,31 @@ class GitHubClient:
         wait = primary_reset_wait(response.headers, self._clock.now())
         if wait is not None:
             self._limited_until = self._clock.now() + min(wait, self._retry.max_wait_s)
+
+    # -- who we are ---------------------------------------------------------------------------
+
+    def bot_login(self) -> str:
+        """The login our comments carry, asked of GitHub: `<slug>[bot]` for a GitHub App (from
+        `GET /app`, with the app's own JWT), the user's login for a personal token (`GET
+        /user`). Actions' `GITHUB_TOKEN` may ask neither: set the login instead."""
+        app_jwt = getattr(self._auth, "app_jwt", None)
+        try:
+            if callable(app_jwt):
+                response = self.request(
+                    "GET",
+                    "/app",
+                    action="reading the GitHub App (GET /app)",
+                    headers={"Authorization": f"Bearer {app_jwt(self._clock.now())}"},
+                )
+                return f"{response.json()['slug']}[bot]"
+            response = self.request("GET", "/user", action="reading the token's user (GET /user)")
+            return str(response.json()["login"])
+        except (PermissionDenied, NotFound, KeyError, TypeError, ValueError) as exc:
+            raise GitHubError(
+                f"cannot tell the bot's login from GitHub ({exc}); set it (CPCI_GITHUB_BOT_LOGIN, "
+                "e.g. github-actions[bot] for GITHUB_TOKEN, my-app[bot] for an App), so only "
+                "its own comments are ever edited"
+            ) from exc
 
     # -- issue comments ---------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ its fields, a token that may not comment).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -65,6 +65,18 @@ class DeliveryContext:
     links: Links
     transport: httpx.BaseTransport | None = None
     github_retry: RetryPolicy = WORKER_RETRY
+    #: The bot's login as GitHub told it, when the settings do not say (asked once per kind of
+    #: credential, not once per delivery).
+    logins: dict[str, str] = field(default_factory=dict)
+
+    def bot_login(self, client: GitHubClient) -> str:
+        """CPCI_GITHUB_BOT_LOGIN, else what GitHub says the credentials are."""
+        if self.settings.github_bot_login:
+            return self.settings.github_bot_login
+        kind = "app" if self.settings.github_app_id else "token"
+        if kind not in self.logins:
+            self.logins[kind] = client.bot_login()
+        return self.logins[kind]
 
 
 def handles(event: str, action: Any) -> bool:
@@ -148,7 +160,7 @@ def _refresh_one(
     bot = BotSettings(
         comment_mode=settings.github_comment_mode,
         fail_on=settings.github_fail_on,
-        bot_login=settings.github_bot_login,
+        bot_login=context.bot_login(client),
         service_url=settings.public_url,
         rules_path=settings.github_rules_path,
     )

@@ -3,8 +3,9 @@
 `FakeGitHub.handle` takes an `httpx.Request` and returns an `httpx.Response`: tests use it behind
 `httpx.MockTransport`, or behind a real HTTP server on 127.0.0.1 (`serve()`). Every request is
 validated against shared/reference/github-rest-subset.json before it is answered and every
-answer after; bodies start from the contract's own examples. Two routes are outside that subset
-(an installation token, a file's contents) and are checked by hand, as GitHub documents them.
+answer after; bodies start from the contract's own examples. Four routes are outside that subset
+(an installation token, a file's contents, `GET /app`, `GET /user`) and are checked by hand, as
+GitHub documents them.
 """
 
 from __future__ import annotations
@@ -141,7 +142,7 @@ class FakeGitHub:
 
     def _authorized(self, request: httpx.Request) -> httpx.Response | None:
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
-        if request.url.path.startswith("/app/"):
+        if request.url.path == "/app" or request.url.path.startswith("/app/"):
             return None  # the app-token route checks its JWT itself
         if scheme != "Bearer" or token not in self.tokens:
             return _error(401, "Bad credentials")
@@ -301,20 +302,45 @@ def _contents(fake: FakeGitHub, request: httpx.Request, p: dict[str, str]) -> ht
 
 def _app_token(fake: FakeGitHub, request: httpx.Request, p: dict[str, str]) -> httpx.Response:
     # Outside the subset: POST /app/installations/{id}/access_tokens with the app's RS256 JWT.
+    if _verify_app_jwt(fake, request) is None:
+        return _error(401, "A JSON web token could not be decoded")
+    issued = f"ghs_installation_{p['id']}_{next(fake._ids)}"
+    fake.tokens[issued] = "cpci-app[bot]"
+    return httpx.Response(201, json={"token": issued, "expires_at": "2026-12-01T13:00:00Z"})
+
+
+def _verify_app_jwt(fake: FakeGitHub, request: httpx.Request) -> dict[str, Any] | None:
     token = request.headers.get("authorization", "").removeprefix("Bearer ")
     try:
-        claims = jwt.decode(  # expiry is checked below against the claims (tests fake the clock)
+        claims: dict[str, Any] = jwt.decode(  # expiry: checked below (tests fake the clock)
             token,
             fake.app_public_key or "",
             algorithms=["RS256"],
             options={"verify_exp": False, "verify_iat": False},
         )
     except jwt.PyJWTError:
-        return _error(401, "A JSON web token could not be decoded")
+        return None
     assert claims["exp"] - claims["iat"] <= 600, "GitHub rejects app JWTs valid over 10 minutes"
-    issued = f"ghs_installation_{p['id']}_{next(fake._ids)}"
-    fake.tokens[issued] = "cpci-app[bot]"
-    return httpx.Response(201, json={"token": issued, "expires_at": "2026-12-01T13:00:00Z"})
+    return claims
+
+
+def _get_app(fake: FakeGitHub, request: httpx.Request, p: dict[str, str]) -> httpx.Response:
+    # Outside the subset: GET /app, authenticated with the app's JWT; "slug" names the app,
+    # whose installation tokens comment as "<slug>[bot]".
+    claims = _verify_app_jwt(fake, request)
+    if claims is None:
+        return _error(401, "A JSON web token could not be decoded")
+    body = {"id": int(claims["iss"]), "slug": "cpci-app", "name": "cpci app"}
+    return httpx.Response(200, json=body)
+
+
+def _get_user(fake: FakeGitHub, request: httpx.Request, p: dict[str, str]) -> httpx.Response:
+    # Outside the subset: GET /user. Installation tokens (ghs_..., Actions' GITHUB_TOKEN among
+    # them) are not users: GitHub answers 403 "Resource not accessible by integration".
+    token = request.headers["authorization"].partition(" ")[2]
+    if token.startswith("ghs_"):
+        return _error(403, "Resource not accessible by integration")
+    return httpx.Response(200, json={"login": fake.tokens[token], "id": 1, "type": "User"})
 
 
 _REPO = r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)"
@@ -341,7 +367,11 @@ ROUTES: list[tuple[str, re.Pattern[str], str | None, Handler]] = [
         ("POST", r"/statuses/(?P<sha>[0-9a-f]+)", "/statuses/{sha}", _create_status),
         ("GET", r"/contents/(?P<path>.+)", None, _contents),
     ]
-] + [("POST", re.compile(r"/app/installations/(?P<id>\d+)/access_tokens"), None, _app_token)]
+] + [
+    ("POST", re.compile(r"/app/installations/(?P<id>\d+)/access_tokens"), None, _app_token),
+    ("GET", re.compile(r"/app"), None, _get_app),
+    ("GET", re.compile(r"/user"), None, _get_user),
+]
 
 
 def _route(request: httpx.Request) -> tuple[str | None, Handler, dict[str, str]]:
