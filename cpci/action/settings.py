@@ -32,6 +32,8 @@ class ActionSettings(BaseModel):
     reruns: int = Field(default=2, ge=0)
     shard_index: int = Field(default=0, ge=0)
     shard_total: int = Field(default=1, ge=1)
+    #: The matrix leg: a name, or a JSON list of runner labels (uploaded sorted, comma-joined).
+    leg: str = ""
     server_url: str = ""
     auth: Literal["token", "oidc"] = "token"
     token: str = Field(default="", repr=False)

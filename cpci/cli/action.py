@@ -70,7 +70,7 @@ def _upload(settings: ActionSettings, outcome: SuiteOutcome) -> str:
     from cpci.upload.send import Backoff, UploadFailed, deliver
     from cpci.upload.spool import Spool, default_spool_dir
 
-    fields = RunFields(shard=f"{settings.shard_index}/{settings.shard_total}")
+    fields = RunFields(shard=f"{settings.shard_index}/{settings.shard_total}", leg=settings.leg)
     try:
         envelope = build_envelope(fields, outcome.all_records, os.environ)
         done = deliver(settings.server_url, _token_source(settings), envelope,
