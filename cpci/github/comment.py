@@ -18,6 +18,7 @@ from cpci.github import markdown as md
 from cpci.github.client import COMMENT_LIMIT
 from cpci.github.consistency import ConsistencyResult, Finding
 from cpci.github.gate import FailOn, Gate, gate
+from cpci.verdict_table import VERDICTS, info
 
 if TYPE_CHECKING:  # the service's report models; importing them at run time would
     # load the service (and its routes, which import this package) first
@@ -83,13 +84,18 @@ def _render(
         parts.append(_scope(report))
         parts += [
             _section(
-                "❌ New failures", report.new_failures, options, cap, full, _failure, open_=True
-            ),
-            _section("🧱 Broken at base", report.broken_at_base, options, cap, full, _failure),
-            _section("🎲 Flaky", report.flaky, options, cap, full, _flaky),
-            _section("🛠️ Infra", report.infra, options, cap, full, _infra),
-            _section("✅ Fixed", report.fixed, options, cap, full, _plain),
-            _section("❔ No baseline", report.no_baseline, options, cap, full, _reason),
+                v.heading,
+                getattr(report, v.field),
+                options,
+                cap,
+                full,
+                _LINES[v.name],
+                open_=v.gates,
+            )
+            for v in VERDICTS
+            if v.attention and v.name != "pending"
+        ]
+        parts += [
             _section(
                 "🐢 Slower than base", report.duration_regressions, options, cap, full, _shift
             ),
@@ -116,7 +122,7 @@ def _headline(
         return f"## ⏳ cpci: waiting for shards ({report.shards.text}){rules}"
     icon = {"failure": "❌", "neutral": "⚠️", "success": "✅"}.get(verdict, "⏳")
     if report.new_failures:
-        what = f"{len(report.new_failures)} new failure(s)"
+        what = f"{len(report.new_failures)} {info('new_failure').label}(s)"
     elif verdict == "failure" and not consistency_failed(consistency):
         what = "failures (none new)"
     elif verdict == "failure":
@@ -179,11 +185,25 @@ def _history(item: ConfigVerdict | ShiftFinding, base: str) -> str:
     return md.link("history", base + url if url.startswith("/") else url)
 
 
+def _name(item: ConfigVerdict) -> str:
+    """The config, and its CI matrix leg where the PR ran on several."""
+    return md.code(item.config) + (f" on {md.code(item.leg)}" if item.leg else "")
+
+
+#: Reasons that only restate the section's title: not repeated on each line.
+_PLAIN_REASONS = frozenset({"passes at base, fails at head", "fails at base too"})
+
+
 def _failure(item: ConfigVerdict, base: str) -> str:
     message = f" — {md.code(item.message, 200)}" if item.message else ""
     ranks = f" (rank{'s' if len(item.ranks) > 1 else ''} {', '.join(map(str, item.ranks))})"
     where = ranks if item.ranks else ""
-    head = f"{md.code(item.config)} {md.text(item.head_outcome)}{where}"
+    why = (
+        f" — {md.text(item.reason, 300)}"
+        if item.evidence or item.reason.startswith("order")
+        else ""
+    )
+    head = f"{_name(item)} {md.text(item.head_outcome)}{where}{why}"
     return f"{head}{message} · {_history(item, base)}"
 
 
@@ -195,7 +215,7 @@ def _flaky(item: ConfigVerdict, base: str) -> str:
     runs = known.failing_runs[:3] if known else []
     links = ", ".join(md.link(f"run {r.ci_run_id}", r.url) for r in runs)
     return (
-        f"{md.code(item.config)} — {evidence}"
+        f"{_name(item)} — {evidence}"
         + (f" (failed in {links})" if links else "")
         + (f" · {_history(item, base)}")
     )
@@ -203,15 +223,26 @@ def _flaky(item: ConfigVerdict, base: str) -> str:
 
 def _infra(item: ConfigVerdict, base: str) -> str:
     rule = f"{md.code(item.infra_rule)}: " if item.infra_rule else ""
-    return f"{md.code(item.config)} — {rule}{md.text(item.reason, 200)} · {_history(item, base)}"
+    return f"{_name(item)} — {rule}{md.text(item.reason, 200)} · {_history(item, base)}"
 
 
 def _plain(item: ConfigVerdict, base: str) -> str:
-    return f"{md.code(item.config)} · {_history(item, base)}"
+    return f"{_name(item)} · {_history(item, base)}"
 
 
 def _reason(item: ConfigVerdict, base: str) -> str:
-    return f"{md.code(item.config)} — {md.text(item.reason, 200)} · {_history(item, base)}"
+    return f"{_name(item)} — {md.text(item.reason, 200)} · {_history(item, base)}"
+
+
+#: How each verdict's section lists a config.
+_LINES: dict[str, Callable[[ConfigVerdict, str], str]] = {
+    "new_failure": _failure,
+    "broken_at_base": _failure,
+    "flaky": _flaky,
+    "infra": _infra,
+    "fixed": _plain,
+    "no_baseline": _reason,
+}
 
 
 def _shift(item: ShiftFinding, base: str) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Literal
 
 from cpci.github.consistency import ConsistencyResult
+from cpci.verdict_table import VERDICTS
 
 if TYPE_CHECKING:  # the service's report models; importing them at run time would
     # load the service (and its routes, which import this package) first
@@ -23,14 +24,14 @@ Gate = Literal["pending", "success", "failure", "neutral"]
 
 
 def failing_configs(report: PullRequestReport) -> int:
-    """Configs failing at head for any reason (fixed configs pass)."""
-    return sum(
-        len(section)
-        for section in (
-            report.new_failures, report.broken_at_base, report.flaky, report.infra,
-            report.no_baseline,
-        )
-    )  # fmt: skip
+    """Configs failing at head for any reason (fixed configs pass): the verdict table says
+    which verdicts those are."""
+    return sum(len(getattr(report, v.field)) for v in VERDICTS if v.failing and v.field)
+
+
+def gating_configs(report: PullRequestReport) -> int:
+    """Configs whose failure this PR is to blame for (what `new-failures` gates on)."""
+    return sum(len(getattr(report, v.field)) for v in VERDICTS if v.gates and v.field)
 
 
 def gate(
@@ -47,7 +48,7 @@ def gate(
     if report is None or report.status == "pending":
         return "pending"
     failing = failing_configs(report)
-    if fail_on == "new-failures" and report.new_failures:
+    if fail_on == "new-failures" and gating_configs(report):
         return "failure"
     if fail_on == "any-failure" and failing:
         return "failure"

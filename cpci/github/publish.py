@@ -18,6 +18,7 @@ from cpci.github.consistency import ConsistencyResult
 from cpci.github.errors import PermissionDenied
 from cpci.github.gate import FailOn, Gate, gate
 from cpci.github.models import Comment
+from cpci.verdict_table import VERDICTS, info
 
 if TYPE_CHECKING:  # the service's report models; importing them at run time would
     # load the service (and its routes, which import this package) first
@@ -126,7 +127,7 @@ def _title_and_summary(
         return "waiting for results" + rules, "No cpci results were uploaded for this commit yet."
     title = {
         "pending": f"waiting: {report.shards.text}",
-        "failure": f"{len(report.new_failures)} new failure(s)",
+        "failure": f"{len(report.new_failures)} {info('new_failure').label}(s)",
         "neutral": "no new failures; see known issues",
         "success": "all configs passed",
     }[verdict]
@@ -155,7 +156,7 @@ def _drop_evidence(data: dict[str, Any]) -> dict[str, Any]:
     report = data["report"]
     if report is None:
         return data
-    sections = ("new_failures", "broken_at_base", "flaky", "infra", "fixed", "no_baseline")
+    sections = [v.field for v in VERDICTS if v.field]
     slim = {**report}
     for name in sections:
         slim[name] = [{**v, "flakiness": None} for v in report.get(name, [])]

@@ -12,19 +12,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, computed_field
 
+from cpci.server.analysis.evidence import FlakeTest
 from cpci.server.analysis.flakiness import FlakinessAssessment
 from cpci.server.analysis.observations import RunLink
 from cpci.server.analysis.shifts import Shift
 from cpci.server.models import EnvironmentPublic
 
-Verdict = Literal[
-    "new_failure", "broken_at_base", "flaky", "infra", "fixed", "no_baseline", "pending",
-    "passed", "skipped",
-]  # fmt: skip
-#: The verdicts a reader must look at, in the order a comment shows them.
-ATTENTION: tuple[Verdict, ...] = (
-    "new_failure", "pending", "no_baseline", "infra", "flaky", "broken_at_base", "fixed",
-)  # fmt: skip
+#: The verdicts, and those a reader must look at in order, come from the one verdict table.
+from cpci.verdict_table import ATTENTION as ATTENTION
+from cpci.verdict_table import Verdict
 
 
 class ShardProgress(BaseModel):
@@ -84,6 +80,10 @@ class ConfigVerdict(BaseModel):
     ranks: list[int] = Field(default_factory=list, description="the ranks that reported errors")
     infra_rule: str | None = None
     flakiness: FlakinessAssessment | None = None
+    evidence: FlakeTest | None = Field(
+        default=None, description="the regression-or-flake numbers, where flakiness was weighed"
+    )
+    leg: str = Field(default="", description="the CI matrix leg it ran on ('' when none)")
 
 
 class ShiftFinding(BaseModel):

@@ -10,9 +10,10 @@ from cpci.server.analysis.observations import Observation, RunLink
 
 def history(pattern: str, *, commits: str | None = None, env: int = 1, pr: bool = False,
             start: int = 0) -> list[Observation]:  # fmt: skip
-    """One observation per letter: P passed, F failed, S skipped, R failed-then-passed rerun.
+    """One observation per letter: P passed, F failed, S skipped, R failed-then-passed rerun,
+    N never ran.
     Each is its own run on its own commit unless `commits` gives one letter per observation."""
-    outcomes = {"P": "passed", "F": "failed", "S": "skipped", "R": "passed"}
+    outcomes = {"P": "passed", "F": "failed", "S": "skipped", "R": "passed", "N": "not_run"}
     out = []
     for i, letter in enumerate(pattern):
         commit = commits[i] * 40 if commits else f"{start + i:040x}"
@@ -77,17 +78,57 @@ def test_broken_then_fixed_is_not_flaky() -> None:
     result = assess_flakiness(history("PPPPPPFFFFFFPPPPPP"))
     assert not result.flaky
     assert result.flips == 2
-    assert "below the threshold" in result.reason
+    assert "one unbroken stretch of 6" in result.reason
 
 
-def test_old_flips_weigh_less_than_recent_ones() -> None:
+def test_still_broken_is_not_flaky() -> None:
+    assert not assess_flakiness(history("PPPPPPPPPPPPFFF")).flaky
+
+
+def test_a_single_failure_between_passes_is_flaky() -> None:
+    # A rate-0.1 flake fails exactly once in 20 runs about a quarter of the time: the label
+    # must catch it (the PR verdict's chance test keeps regressions from hiding behind it).
+    result = assess_flakiness(history("PPPPPPPPPFPPPPPPPPPP"))
+    assert result.flaky
+    assert result.episodes == 1
+    assert "failed in 1 of 20 branch runs" in result.reason
+
+
+def test_no_failure_is_never_flaky() -> None:
+    result = assess_flakiness(history("P" * 30))
+    assert not result.flaky
+    assert result.reason == "no failure in 30 branch run(s)"
+
+
+def test_recent_flips_rank_above_old_ones() -> None:
     policy = FlakinessPolicy(half_life=5)
     old = assess_flakiness(history("PFPFPFP" + "P" * 19), policy)
     recent = assess_flakiness(history("P" * 19 + "PFPFPFP"), policy)
     assert old.flips == recent.flips
     assert recent.flip_rate > 3 * old.flip_rate
-    assert recent.flaky
-    assert not old.flaky
+    assert recent.lower_bound > old.lower_bound
+    assert recent.flaky  # both failed in separate stretches
+    assert old.flaky
+
+
+def test_a_config_that_never_ran_did_not_fail() -> None:
+    result = assess_flakiness(history("PPPPPPPPPPPP") + history("N", start=12))
+    assert not result.flaky
+    assert result.record.failures == 0
+
+
+def test_the_failure_record_counts_attempts_and_signatures() -> None:
+    # One run with two failing attempts and a passing third (a rerun flake), then 10 passes.
+    run = RunLink(ci_run_id="r", ci_attempt=1, commit="c" * 40, url="u")
+    rerun = [
+        Observation(run=run, run_id=99, environment_id=1, outcome="failed", signature="E: N"),
+        Observation(run=run, run_id=99, environment_id=1, outcome="failed", signature="E: N"),
+        Observation(run=run, run_id=99, environment_id=1, outcome="passed", flaky=True),
+    ]
+    result = assess_flakiness(rerun + history("P" * 10, start=100))
+    assert (result.record.failures, result.record.trials) == (2, 13)
+    assert result.record.signatures == {"E: N": 2}
+    assert result.record.novel_share == pytest.approx(1 / 3)
 
 
 def test_pull_request_runs_do_not_count_towards_flips_or_the_minimum() -> None:

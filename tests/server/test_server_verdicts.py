@@ -6,20 +6,40 @@ import statistics
 
 import pytest
 
+from cpci.server.analysis.credible import jeffreys_upper, regularized_beta
+from cpci.server.analysis.evidence import EvidencePolicy, FlakeRecord
 from cpci.server.analysis.flakiness import FlakinessAssessment
 from cpci.server.analysis.infra import infra_signature
 from cpci.server.analysis.shifts import DURATION_POLICY, METRIC_POLICY, median, robust_shift
-from cpci.server.analysis.verdicts import ResultView, decide
+from cpci.server.analysis.signatures import signature as sig
+from cpci.server.analysis.verdicts import ResultView, culprit_error, decide, state_of
 
-P, F = ResultView("passed"), ResultView("failed", messages=("AssertionError: 3e-2 > 1e-3",))
+P, F = ResultView("passed"), ResultView("failed", culprit="AssertionError: 3e-2 > 1e-3")
 SKIP = ResultView("skipped")
+USUAL = "AssertionError: max abs err 3.1e-02 > 1e-03"
 
 
-def known(flaky: bool) -> FlakinessAssessment:
+def known(
+    flaky: bool, failures: int = 9, trials: int = 30, signature: str | None = None
+) -> FlakinessAssessment:
+    """A config's flakiness from trusted history: `failures` of `trials` attempts failed,
+    every failure with `signature` (normalised) when given."""
+    signatures = {sig(signature): failures} if signature else {}
     return FlakinessAssessment(
-        flaky=flaky, reason="r", runs=12, passes=8, failures=4, flips=6, flip_rate=0.5,
-        lower_bound=0.3 if flaky else 0.0, effective_runs=11.0, same_commit=[], failing_runs=[],
+        flaky=flaky, reason="r", runs=trials, passes=trials - failures, failures=failures,
+        flips=6, flip_rate=0.5, lower_bound=0.3 if flaky else 0.0, effective_runs=11.0,
+        same_commit=[], failing_runs=[],
+        record=FlakeRecord(failures=failures, trials=trials, signatures=signatures),
     )  # fmt: skip
+
+
+def failed(message: str = USUAL, outcome: str = "failed", attempt: int = 1) -> ResultView:
+    return ResultView(outcome, attempt=attempt, messages=(message,), culprit=message)
+
+
+def attempts(k: int, message: str = USUAL) -> list[ResultView]:
+    """k failing attempts at head (the runner's reruns all failed)."""
+    return [failed(message, attempt=a) for a in range(1, k + 1)]
 
 
 @pytest.mark.parametrize(
@@ -37,13 +57,8 @@ def known(flaky: bool) -> FlakinessAssessment:
         ([P], [F], None, "fixed"),
         ([P], None, None, "passed"),
         ([SKIP], [F], None, "skipped"),
-        (
-            [ResultView("timeout", messages=("Watchdog caught collective operation timeout",))],
-            [P],
-            None,
-            "infra",
-        ),
-        ([ResultView("timeout", messages=("hung in all_to_all",))], [P], None, "new_failure"),
+        ([failed("Watchdog caught collective operation timeout", "timeout")], [P], None, "infra"),
+        ([failed("hung in all_to_all", "timeout")], [P], None, "new_failure"),
     ],
 )
 def test_decide(
@@ -56,6 +71,133 @@ def test_decide(
 def test_no_baseline_carries_the_note() -> None:
     note = "no results at base aaaa; used ancestor bbbb, 3 commit(s) behind"
     assert decide([F], None, None, note).reason == note
+
+
+def test_known_flaky_config_failing_every_one_of_three_attempts_is_a_new_failure() -> None:
+    # Flaky at 0.3 (9 of 30): a flake fails 3 of 3 attempts with chance <= 0.45^3 = 9%.
+    decision = decide(attempts(3), [P], known(True, 9, 30, USUAL))
+    assert decision.verdict == "new_failure"
+    test = decision.evidence
+    assert test is not None
+    assert test.failed_attempts == 3
+    assert test.rate_upper == pytest.approx(jeffreys_upper(9, 30, 0.95), abs=1e-4)
+    assert test.chance == pytest.approx(test.rate_upper**3, rel=1e-3)
+    assert "failed 3/3 attempts; known flaky rate <= 0.45 (9/30 failed)" in decision.reason
+    assert f"chance {test.chance:.1%}" in decision.reason
+
+
+def test_one_failed_attempt_with_the_usual_signature_stays_flaky() -> None:
+    decision = decide(attempts(1), [P], known(True, 9, 30, USUAL))
+    assert decision.verdict == "flaky"
+    assert "failed 1/1 attempt; known flaky rate <= 0.45" in decision.reason
+
+
+def test_a_new_signature_makes_a_single_failure_the_prs() -> None:
+    # Every one of 9 flaky failures showed one signature: a new one is seen 1 time in 10.
+    head = attempts(1, "RuntimeError: shape mismatch [4, 128] vs [4, 64]")
+    decision = decide(head, [P], known(True, 9, 30, USUAL))
+    assert decision.verdict == "new_failure"
+    assert decision.evidence is not None
+    assert decision.evidence.novel_signature
+    assert decision.evidence.novel_share == pytest.approx(0.1)
+    assert "new error signature" in decision.reason
+
+
+def test_signatures_that_differ_only_in_numbers_are_the_usual_one() -> None:
+    head = attempts(1, "AssertionError: max abs err 7.7e-01 > 1e-03")
+    decision = decide(head, [P], known(True, 9, 30, USUAL))
+    assert decision.evidence is not None
+    assert not decision.evidence.novel_signature
+    assert decision.verdict == "flaky"
+
+
+@pytest.mark.parametrize(("scale", "verdict"), [(1.0, "flaky"), (1.001, "new_failure")])
+def test_the_threshold_is_the_boundary(scale: float, verdict: str) -> None:
+    # Flaky at 0.5 (10 of 20): a flake fails 3 of 3 with chance u^3; at the threshold it is
+    # still a flake's doing, just above the threshold it is not.
+    chance = jeffreys_upper(10, 20, 0.95) ** 3
+    policy = EvidencePolicy(threshold=chance * scale, level=0.95)
+    assert decide(attempts(3), [P], known(True, 10, 20), policy=policy).verdict == verdict
+
+
+def test_a_higher_credible_level_is_more_cautious() -> None:
+    history = known(True, 6, 20)
+    loose = decide(attempts(3), [P], history, policy=EvidencePolicy(0.2, level=0.6))
+    strict = decide(attempts(3), [P], history, policy=EvidencePolicy(0.2, level=0.999))
+    assert loose.evidence is not None
+    assert strict.evidence is not None
+    assert loose.evidence.rate_upper < strict.evidence.rate_upper
+    assert (loose.verdict, strict.verdict) == ("new_failure", "flaky")
+
+
+def test_no_failure_in_trusted_history_is_no_flaky_label() -> None:
+    decision = decide(attempts(1), [P], known(False, 0, 30))
+    assert decision.verdict == "new_failure"
+
+
+def test_a_config_that_never_ran_is_infra_with_its_reason() -> None:
+    never = ResultView(
+        "not_run", messages=("not run: world did not come up after 2 respawns",),
+        culprit="not run: world did not come up after 2 respawns",
+    )  # fmt: skip
+    decision = decide([never], [P], None)
+    assert decision.verdict == "infra"
+    assert decision.reason == "not run: world did not come up after 2 respawns"
+    assert decide([never], None, None).verdict == "infra"  # not even "no baseline"
+
+
+def test_order_dependent_is_a_failure_naming_its_predecessors() -> None:
+    note = (
+        "ORDER-DEPENDENT: passes alone, but fails again after the configs that ran before it in "
+        "its world: tests/a.py::x[1], tests/a.py::y[2]"
+    )
+    head = [
+        failed(attempt=1),
+        ResultView("passed", attempt=2),
+        ResultView("failed", attempt=3, isolation="order-dependent", messages=(note,),
+                   culprit=note),
+    ]  # fmt: skip
+    assert state_of(head) == "fail"
+    decision = decide(head, [P], known(True))
+    assert decision.verdict == "new_failure"
+    assert decision.reason == (
+        "order-dependent: fails after tests/a.py::x[1], tests/a.py::y[2]; passes alone"
+    )
+    assert decide(head, [F], None).verdict == "broken_at_base"
+
+
+SEGFAULT = [
+    {"rank": 1, "phase": "call", "message": "Fatal Python error: Segmentation fault"},
+    {"rank": 0, "phase": "call", "message": "NCCL error in: x.cpp:1, remote process exited"},
+    {"rank": -1, "phase": "world", "message": "NCCL error: unhandled system error"},
+]
+
+
+def test_infra_rules_read_the_rank_that_failed_first() -> None:
+    culprit = culprit_error(SEGFAULT)
+    assert culprit.startswith("Fatal Python error")
+    crash = ResultView("crashed", messages=("...",), culprit=culprit)
+    assert decide([crash], [P], None).verdict == "new_failure"
+    # The world-level entry speaks only when no rank does.
+    assert culprit_error(SEGFAULT[2:]) == "NCCL error: unhandled system error"
+
+
+def test_an_infra_looking_failure_on_every_attempt_while_the_base_passes_is_the_prs() -> None:
+    oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
+    assert decide([failed(oom, "error")], [P], None).verdict == "infra"
+    repeated = [failed(oom, "error", attempt=a) for a in (1, 2, 3)]
+    assert decide(repeated, [P], None).verdict == "new_failure"
+    assert decide(repeated, [failed(oom, "error")], None).verdict == "infra"
+
+
+def test_jeffreys_upper_bound_matches_known_quantiles() -> None:
+    assert regularized_beta(0.3, 2, 3) == pytest.approx(0.3483, abs=1e-4)
+    assert jeffreys_upper(5, 10, 0.5) == pytest.approx(0.5, abs=1e-9)  # symmetric posterior
+    # Beta(0.5, 20.5)'s 95% quantile after 0 failures in 20, checked by integrating its density.
+    assert jeffreys_upper(0, 20, 0.95) == pytest.approx(0.09048, abs=1e-5)
+    assert jeffreys_upper(0, 0, 0.95) == 1.0
+    with pytest.raises(ValueError, match="credible level"):
+        jeffreys_upper(1, 2, 1.5)
 
 
 @pytest.mark.parametrize(

@@ -1,10 +1,16 @@
 """Is a config flaky, and on what evidence?
 
-Dr. CI's most common complaint is real failures called flaky on weak evidence, so the label here
-needs either *direct* evidence (the same commit in the same environment both passed and failed)
-or a long enough history whose flip rate is high even at its 95% lower confidence bound. Flips
-are weighted by recency (exponential decay), and only branch runs count towards the flip rate:
-a pull request's red-then-green history is mostly work in progress, not flakiness.
+The label is liberal, because it no longer decides a PR's verdict alone: a failure at head is
+weighed against the config's failure rate by `analysis.evidence`, which protects real
+regressions. A config is flaky on *direct* evidence (the same commit in the same environment
+both passed and failed) or when its branch history, at least `min_runs` runs, shows failures
+that came and went: in several separate stretches, or a single failing run between passes. A
+single unbroken stretch of failures is a breakage that was fixed (or is still there), not
+flakiness. A config that never failed is never flaky: no label on no evidence. Only trusted
+evidence reaches this module (branch runs, and a PR's own runs for its own report: the loader
+filters), and only branch runs count towards the runs, the stretches and the failure rate: a
+pull request's red-then-green history is mostly work in progress. The recency-weighted flip
+rate and its Wilson lower bound rank the list and are shown as evidence.
 """
 
 from __future__ import annotations
@@ -15,8 +21,9 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
+from cpci.server.analysis.evidence import FlakeRecord, tally_signatures
 from cpci.server.analysis.observations import Observation, RunLink
 
 MAX_LINKS = 10
@@ -25,7 +32,6 @@ MAX_LINKS = 10
 @dataclass(frozen=True)
 class FlakinessPolicy:
     min_runs: int = 10
-    threshold: float = 0.1
     half_life: float = 20.0
     z: float = 1.96
 
@@ -52,6 +58,11 @@ class FlakinessAssessment(BaseModel):
     effective_runs: float
     same_commit: list[SameCommitEvidence]
     failing_runs: list[RunLink]
+    episodes: int = Field(default=0, description="separate stretches of failing branch runs")
+    record: FlakeRecord = Field(
+        default_factory=lambda: FlakeRecord(failures=0, trials=0),
+        description="failures per attempt on branch runs, and their signatures",
+    )
 
 
 def wilson_lower_bound(p: float, n: float, z: float = 1.96) -> float:
@@ -67,13 +78,16 @@ def wilson_lower_bound(p: float, n: float, z: float = 1.96) -> float:
 def assess_flakiness(
     observations: Sequence[Observation], policy: FlakinessPolicy = FlakinessPolicy()
 ) -> FlakinessAssessment:
-    """Assess one config from its history (oldest first)."""
+    """Assess one config from its trusted history (oldest first)."""
     counted = [o for o in observations if o.counted]
     same_commit = _same_commit_evidence(counted)
     series = [o for o in counted if not o.on_pull_request]
     flips, rate, n_eff = _decayed_flip_rate(series, policy.half_life)
     lower = wilson_lower_bound(rate, n_eff, policy.z)
-    runs = len({o.run_id for o in series})
+    per_run = _per_run(series)
+    runs = len(per_run)
+    stretches = _stretches(per_run)
+    failed_runs = sum(per_run)
     passes = sum(o.passed for o in counted)
     failures = sum(o.failed or o.flaky for o in counted)
     if same_commit:
@@ -85,18 +99,26 @@ def assess_flakiness(
         )
         if len(same_commit) > 1:
             reason += f", and so on {len(same_commit) - 1} more commit(s)"
+    elif not failed_runs:
+        flaky = False
+        reason = f"no failure in {runs} branch run(s)"
     elif runs < policy.min_runs:
         flaky = False
         reason = (
             f"only {runs} branch run(s), below the minimum of {policy.min_runs}, "
             "and no same-commit pass and failure"
         )
-    else:
-        flaky = lower >= policy.threshold
-        verb = "at least" if flaky else "below"
+    elif len(stretches) == 1 and stretches[0] > 1:
+        flaky = False
         reason = (
-            f"flip rate {rate:.2f} over {runs} runs; its 95% lower bound {lower:.2f} is "
-            f"{verb} the threshold {policy.threshold:.2f}"
+            f"failed in one unbroken stretch of {stretches[0]} of {runs} branch runs: "
+            "a breakage, not flakiness"
+        )
+    else:
+        flaky = True
+        reason = (
+            f"failed in {failed_runs} of {runs} branch runs, in {len(stretches)} separate "
+            f"stretch(es) that passed again"
         )
     failing = [o.run for o in reversed(counted) if o.failed or o.flaky]
     return FlakinessAssessment(
@@ -111,7 +133,47 @@ def assess_flakiness(
         effective_runs=round(n_eff, 2),
         same_commit=same_commit,
         failing_runs=_unique(failing)[:MAX_LINKS],
+        episodes=len(stretches),
+        record=flake_record(series),
     )
+
+
+def flake_record(series: Sequence[Observation]) -> FlakeRecord:
+    """Failures per attempt: a run's failing results each count, and a rerun that passed
+    (`flaky`) counts the failure it hides when the run kept no failing result of it."""
+    failures = trials = 0
+    by_run: dict[int, list[Observation]] = defaultdict(list)
+    for o in series:
+        by_run[o.run_id].append(o)
+    for group in by_run.values():
+        failed = sum(o.failed for o in group)
+        if not failed and any(o.flaky for o in group):
+            failed = 1
+        failures += failed
+        trials += failed + sum(o.passed for o in group)
+    signatures = tally_signatures(o.signature for o in series if o.failed and o.signature)
+    return FlakeRecord(failures=failures, trials=trials, signatures=signatures)
+
+
+def _per_run(series: Sequence[Observation]) -> list[bool]:
+    """One entry per branch run, in order: did the config fail (or need a rerun) in it?"""
+    failed: dict[int, bool] = {}
+    for o in series:
+        failed[o.run_id] = failed.get(o.run_id, False) or o.failed or o.flaky
+    return list(failed.values())
+
+
+def _stretches(per_run: Sequence[bool]) -> list[int]:
+    """The lengths of the maximal stretches of consecutive failing runs."""
+    out: list[int] = []
+    length = 0
+    for failed in [*per_run, False]:
+        if failed:
+            length += 1
+        elif length:
+            out.append(length)
+            length = 0
+    return out
 
 
 def _same_commit_evidence(counted: Sequence[Observation]) -> list[SameCommitEvidence]:

@@ -1,7 +1,11 @@
 """Which failures are the machine's fault rather than the code's: the signature rules, in one place.
 
 Only crashes, timeouts and errors qualify: an out-of-memory *assertion failure* in a test body
-can be the PR's own doing (it made the config use more memory) and stays a real failure.
+can be the PR's own doing (it made the config use more memory) and stays a real failure. The
+rules are matched against the error of the rank that failed *first* (the culprit), never against
+the other ranks' log tails: when one rank segfaults, its peers log "NCCL error ... remote process
+exited", which is the consequence, not the cause. The verdicts also weigh the base: an
+infra-looking failure on every attempt at head while the base passes is the PR's.
 """
 
 from __future__ import annotations

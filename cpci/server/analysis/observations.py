@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
-from cpci.schema import FAILING_OUTCOMES
+from cpci.schema import FAILING_OUTCOMES, NOT_RUN_OUTCOMES
 
 #: Outcomes that count as a pass (an expected failure is the config behaving as intended).
 PASSING_OUTCOMES: frozenset[str] = frozenset({"passed", "xfailed", "xpassed"})
@@ -31,10 +31,12 @@ class Observation:
     outcome: str
     flaky: bool = False  # the runner saw it fail, then pass on a rerun
     on_pull_request: bool = False
+    signature: str = ""  # of the first failing rank's error, for failures
 
     @property
     def failed(self) -> bool:
-        return self.outcome in FAILING_OUTCOMES
+        """A failure of the code: a config that never ran (`not_run`) did not fail."""
+        return self.outcome in FAILING_OUTCOMES and self.outcome not in NOT_RUN_OUTCOMES
 
     @property
     def passed(self) -> bool:
@@ -42,5 +44,5 @@ class Observation:
 
     @property
     def counted(self) -> bool:
-        """Skips say nothing about whether the config works."""
+        """Skips and never-ran configs say nothing about whether the config works."""
         return self.failed or self.passed

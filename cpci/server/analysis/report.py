@@ -1,13 +1,22 @@
-"""The PR report, built from already-loaded data by pure functions (no database here)."""
+"""The PR report, built from already-loaded data by pure functions (no database here).
+
+Results are keyed by config *and* CI matrix leg: a config run on an H100 leg and an A100 leg is
+judged twice, each leg against the base's same leg ("N configs, M runs" counts both)."""
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from cpci.schema import FAILING_OUTCOMES
-from cpci.server.analysis.flakiness import FlakinessPolicy, assess_flakiness
+from cpci.server.analysis.evidence import EvidencePolicy
+from cpci.server.analysis.flakiness import (
+    FlakinessAssessment,
+    FlakinessPolicy,
+    assess_flakiness,
+)
 from cpci.server.analysis.observations import Observation
 from cpci.server.analysis.shifts import (
     DURATION_POLICY,
@@ -25,7 +34,6 @@ from cpci.server.analysis.verdicts import (
     state_of,
 )
 from cpci.server.reports import (
-    ATTENTION,
     BaselineInfo,
     ConfigVerdict,
     PullRequestReport,
@@ -34,11 +42,20 @@ from cpci.server.reports import (
     ShardProgress,
     ShiftFinding,
 )
+from cpci.verdict_table import ATTENTION, VERDICTS, count_text
+
+
+class ConfigLeg(NamedTuple):
+    """A config on one CI matrix leg ("" for a run without a matrix)."""
+
+    pk: int
+    leg: str = ""
 
 
 @dataclass(frozen=True)
 class ReportInputs:
-    """Everything the report reads. Keys of the dicts are config database ids."""
+    """Everything the report reads. Results are keyed by config database id and leg; the
+    other dicts by config database id."""
 
     repository: str
     pull_request: int
@@ -47,8 +64,8 @@ class ReportInputs:
     shards: ShardProgress
     baseline: BaselineInfo
     configs: Mapping[int, str]
-    head: Mapping[int, Sequence[ResultView]]
-    base: Mapping[int, Sequence[ResultView]] | None
+    head: Mapping[ConfigLeg, Sequence[ResultView]]
+    base: Mapping[ConfigLeg, Sequence[ResultView]] | None
     histories: Mapping[int, Sequence[Observation]]
     base_samples: Mapping[int, Sequence[float]]  # passing durations on recent base-branch runs
     history_url: Callable[[str], str]
@@ -59,28 +76,36 @@ def needs_history(results: Sequence[ResultView]) -> bool:
     return any(r.outcome in FAILING_OUTCOMES for r in results)
 
 
-def build_report(inputs: ReportInputs, policy: FlakinessPolicy) -> PullRequestReport:
+def build_report(
+    inputs: ReportInputs, policy: FlakinessPolicy, evidence: EvidencePolicy
+) -> PullRequestReport:
     sections: dict[str, list[ConfigVerdict]] = {name: [] for name in ATTENTION}
     tally: Counter[str] = Counter()
     pending = not inputs.shards.complete
     no_baseline_note = inputs.baseline.note
-    for pk in sorted(inputs.head, key=lambda pk: inputs.configs[pk]):
-        head = inputs.head[pk]
-        base = inputs.base.get(pk) if inputs.base is not None else None
-        key = inputs.configs[pk]
+    legs = {key.leg for key in inputs.head}
+    known_by_pk: dict[int, FlakinessAssessment | None] = {}
+    for at in sorted(inputs.head, key=lambda at: (inputs.configs[at.pk], at.leg)):
+        head = inputs.head[at]
+        base = _base_of(inputs.base, at)
+        key = inputs.configs[at.pk]
+        test = None
         if pending:
             verdict, reason, rule, known = "pending", inputs.shards.text, None, None
         else:
-            history = inputs.histories.get(pk)
-            known = assess_flakiness(history, policy) if history is not None else None
-            decision = decide(head, base, known, no_baseline_note)
+            if at.pk not in known_by_pk:
+                history = inputs.histories.get(at.pk)
+                known_by_pk[at.pk] = assess_flakiness(history, policy) if history else None
+            known = known_by_pk[at.pk]
+            decision = decide(head, base, known, no_baseline_note, evidence)
             verdict, reason, rule = decision.verdict, decision.reason, decision.infra_rule
+            test = decision.evidence
         tally[verdict] += 1
         if verdict in sections:
             sections[verdict].append(
                 ConfigVerdict(
                     config=key,
-                    config_pk=pk,
+                    config_pk=at.pk,
                     history_url=inputs.history_url(key),
                     verdict=verdict,  # type: ignore[arg-type]
                     reason=reason,
@@ -90,11 +115,13 @@ def build_report(inputs: ReportInputs, policy: FlakinessPolicy) -> PullRequestRe
                     ranks=failing_ranks(head) if state_of(head) != "pass" else [],
                     infra_rule=rule,
                     flakiness=known,
+                    evidence=test,
+                    leg=at.leg if len(legs) > 1 else "",
                 )
             )
     durations, drift = ([], []) if pending else _shifts(inputs)
     counts = ReportCounts(
-        configs=len(inputs.head),
+        configs=len({at.pk for at in inputs.head}),
         results=sum(len(v) for v in inputs.head.values()),
         by_verdict=dict(sorted(tally.items())),
     )
@@ -108,16 +135,20 @@ def build_report(inputs: ReportInputs, policy: FlakinessPolicy) -> PullRequestRe
         shards=inputs.shards,
         baseline=inputs.baseline,
         counts=counts,
-        new_failures=sections["new_failure"],
-        broken_at_base=sections["broken_at_base"],
-        flaky=sections["flaky"],
-        infra=sections["infra"],
-        fixed=sections["fixed"],
-        no_baseline=sections["no_baseline"],
-        pending=sections["pending"],
         duration_regressions=durations,
         metric_drift=drift,
+        **{v.field: sections[v.name] for v in VERDICTS if v.name in sections},
     )
+
+
+def _base_of(
+    base: Mapping[ConfigLeg, Sequence[ResultView]] | None, at: ConfigLeg
+) -> Sequence[ResultView] | None:
+    """The base's results on the same leg; a base run without a matrix stands for every leg."""
+    if base is None:
+        return None
+    found = base.get(at)
+    return found if found is not None or not at.leg else base.get(ConfigLeg(at.pk, ""))
 
 
 def _shifts(inputs: ReportInputs) -> tuple[list[ShiftFinding], list[ShiftFinding]]:
@@ -125,7 +156,7 @@ def _shifts(inputs: ReportInputs) -> tuple[list[ShiftFinding], list[ShiftFinding
     durations: list[ShiftFinding] = []
     drift: list[ShiftFinding] = []
     base = inputs.base or {}
-    for pk, head in inputs.head.items():
+    for (pk, leg), head in inputs.head.items():
         head_ok = [r for r in head if r.outcome == "passed"]
         if not head_ok:
             continue
@@ -138,7 +169,7 @@ def _shifts(inputs: ReportInputs) -> tuple[list[ShiftFinding], list[ShiftFinding
         }  # fmt: skip
         if not names:
             continue
-        base_run = [r for r in base.get(pk, ()) if r.outcome == "passed"]
+        base_run = [r for r in _base_of(base, ConfigLeg(pk, leg)) or () if r.outcome == "passed"]
         for name in sorted(names):
             head_values = [r.metrics[name] for r in head_ok if name in r.metrics]
             base_values = [r.metrics[name] for r in base_run if name in r.metrics]
@@ -159,12 +190,7 @@ def _summary(counts: ReportCounts, inputs: ReportInputs, pending: bool) -> str:
     scope = f"{counts.configs} configs ({counts.results} results)"
     if pending:
         return f"pending: {inputs.shards.text}; no verdict until every shard is in ({scope} so far)"
-    labels = {
-        "new_failure": "new failure(s)", "broken_at_base": "broken at base", "flaky": "flaky",
-        "infra": "infra", "fixed": "fixed", "no_baseline": "without baseline",
-    }  # fmt: skip
-    parts = [
-        f"{counts.by_verdict[v]} {label}" for v, label in labels.items() if v in counts.by_verdict
-    ]
-    verdict = ", ".join(parts) if parts else "all passed"
+    verdict = count_text(counts.by_verdict) or "all passed"
+    if counts.by_verdict.get("fixed"):
+        verdict += f", {counts.by_verdict['fixed']} fixed"
     return f"{verdict}; {scope}; baseline: {inputs.baseline.note}"

@@ -1,24 +1,40 @@
 """One config's verdict for a PR: its head results against its base results and history.
 
-The order of the checks is the policy: same-commit flakiness first (the head itself passed and
-failed, e.g. a rerun passed), then infrastructure faults, then "no baseline", then flakiness
-(at the base commit, or known from history, evidence attached), then broken at base, and only
-then NEW FAILURE, so a NEW FAILURE is a failure nothing else explains.
+The order of the checks is the policy (docs/verdicts.md tells it at length):
+
+1. passes or skipped at head: passed, fixed or skipped;
+2. order-dependent at head (fails after its predecessors, passes alone): a failure, never flaky;
+3. passed and failed at head itself (a rerun passed): flaky;
+4. never ran at head (`not_run` only): infra;
+5. an infrastructure signature on the rank that failed first: infra, unless it failed every one
+   of several attempts while the base passes (then it is the PR's);
+6. no result at the base: no baseline;
+7. known flaky from trusted history, *and* the failures at head are likely enough for that flake
+   (`analysis.evidence`): flaky, with the numbers;
+8. fails at base too: broken at base;
+9. NEW FAILURE: a failure nothing else explains, with the numbers that ruled flakiness out.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
-from cpci.schema import FAILING_OUTCOMES
+from cpci.schema import FAILING_OUTCOMES, NOT_RUN_OUTCOMES
+from cpci.server.analysis.evidence import EvidencePolicy, FlakeRecord, FlakeTest, flake_test
 from cpci.server.analysis.flakiness import FlakinessAssessment
 from cpci.server.analysis.infra import infra_signature
 from cpci.server.analysis.observations import PASSING_OUTCOMES
+from cpci.server.analysis.signatures import signature
 
 State = Literal["pass", "fail", "mixed", "skip"]
+ORDER_DEPENDENT = "order-dependent"
+#: Infra-looking failures on at least this many attempts, all failing, while the base passes,
+#: are the PR's: a transient fault does not repeat on every rerun.
+INFRA_REPEATS = 2
 
 
 class ResultView(NamedTuple):
@@ -31,15 +47,35 @@ class ResultView(NamedTuple):
     messages: tuple[str, ...] = ()
     metrics: Mapping[str, float] = MappingProxyType({})
     ranks: tuple[int, ...] = ()  # the ranks that reported an error
+    attempt: int = 1
+    isolation: str | None = None
+    culprit: str = ""  # the error of the rank that failed first (see `culprit_error`)
+
+
+def culprit_error(errors: Sequence[Mapping[str, Any]] | None) -> str:
+    """The error of the rank that failed first: the first rank's entry of `rank_errors` (the
+    runner writes them in journal order), its message and detail. The world-level entry (rank
+    -1) only speaks when no rank does (a world that never came up, a lost runner)."""
+    if not errors:
+        return ""
+    ranked = [e for e in errors if int(e.get("rank", -1)) >= 0]
+    first = ranked[0] if ranked else errors[0]
+    return "\n".join(str(t) for t in (first.get("message"), first.get("detail")) if t)
 
 
 def state_of(results: Sequence[ResultView]) -> State:
-    """Pass, fail, mixed (passed and failed on the same commit) or skip (nothing counted)."""
+    """Pass, fail, mixed (passed and failed on the same commit) or skip (nothing counted; a
+    config that never ran counts as nothing). An order-dependent result makes the config
+    failing: its passing solo rerun is no flake."""
     failed = passed = False
     for r in results:  # one pass: called twice per config of a report
+        if r.isolation == ORDER_DEPENDENT:
+            return "fail"
+        if r.outcome in NOT_RUN_OUTCOMES:
+            continue  # it never ran: says nothing either way
         if r.flaky:
-            return "mixed"
-        if r.outcome in FAILING_OUTCOMES:
+            passed = failed = True
+        elif r.outcome in FAILING_OUTCOMES:
             failed = True
         elif r.outcome in PASSING_OUTCOMES:
             passed = True
@@ -60,8 +96,9 @@ def failing_ranks(results: Sequence[ResultView]) -> list[int]:
 
 
 def first_message(results: Sequence[ResultView]) -> str | None:
+    """The first line of the first failing rank's error (else of any message)."""
     for r in results:
-        for m in r.messages:
+        for m in (r.culprit, *r.messages):
             if m:
                 return m.splitlines()[0][:300]
     return None
@@ -75,6 +112,7 @@ class Decision:
     ]  # fmt: skip
     reason: str
     infra_rule: str | None = None
+    evidence: FlakeTest | None = None
 
 
 #: The common decisions, made once (immutable, so shared): a report decides for every config.
@@ -82,6 +120,8 @@ _SKIPPED = Decision("skipped", "skipped at head")
 _FIXED = Decision("fixed", "failed at base, passes at head")
 _PASSED = Decision("passed", "passes at head")
 _FLAKY_AT_HEAD = Decision("flaky", "passed and failed at the head commit itself")
+DEFAULT_POLICY = EvidencePolicy()
+_PREDECESSORS = re.compile(r"\bafter\b[^:\n]*:\s*(.+)", re.IGNORECASE)
 
 
 def decide(
@@ -89,31 +129,98 @@ def decide(
     base: Sequence[ResultView] | None,
     known: FlakinessAssessment | None,
     baseline_note: str = "",
+    policy: EvidencePolicy = DEFAULT_POLICY,
 ) -> Decision:
-    """The verdict for one config. `base` is None when the baseline has no result for it."""
+    """The verdict for one config. `base` is None when the baseline has no result for it;
+    `known` is its flakiness from trusted history (None when not looked up)."""
+    ran = [r for r in head if r.outcome not in NOT_RUN_OUTCOMES]
     head_state = state_of(head)
     base_state = state_of(base) if base else None
     if head_state == "skip":
-        return _SKIPPED
+        return _not_run(head) if len(ran) < len(head) else _SKIPPED
     if head_state == "pass":
-        if base_state == "fail":
-            return _FIXED
-        return _PASSED
+        return _FIXED if base_state == "fail" else _PASSED
+    order = _order_dependent(ran)
+    if order is not None:
+        return _order_dependent_against_base(order, base_state, baseline_note)
     if head_state == "mixed":
         return _FLAKY_AT_HEAD
-    for r in head:
-        rule = infra_signature(r.outcome, r.messages)
-        if rule is not None:
+    failing = [r for r in ran if r.outcome in FAILING_OUTCOMES]
+    repeated = len(failing) >= INFRA_REPEATS and base_state == "pass"
+    for r in failing:
+        rule = infra_signature(r.outcome, (r.culprit,))
+        if rule is not None and not repeated:
             return Decision("infra", f"{r.outcome}: {rule.description}", rule.name)
     if base_state is None:
         return Decision("no_baseline", baseline_note or "no result at the base to compare with")
-    if base_state == "mixed":
-        return Decision("flaky", "passed and failed at the base commit")
-    if known is not None and known.flaky:
-        return Decision("flaky", f"known flaky: {known.reason}")
+    if base_state == "skip":
+        return Decision("no_baseline", "skipped or never ran at the base: nothing to compare with")
+    test = _flake_test(failing, base, known, policy)
+    if test is not None and test.flake_explains:
+        why = known.reason if known is not None and known.flaky else "passed and failed at base"
+        return Decision("flaky", f"known flaky: {test.text()}; {why}", evidence=test)
     if base_state == "fail":
-        return Decision("broken_at_base", "fails at base too")
+        return Decision("broken_at_base", "fails at base too", evidence=test)
     reason = "passes at base, fails at head"
-    if known is not None:
+    if test is not None:
+        reason += f"; not explained by flakiness: {test.text()} < {test.threshold:.0%}"
+    elif known is not None:
         reason += f"; not explained by flakiness ({known.reason})"
+    return Decision("new_failure", reason, evidence=test)
+
+
+def _order_dependent_against_base(
+    reason: str, base_state: State | None, baseline_note: str
+) -> Decision:
+    """An order-dependent failure is a failure: new unless the base fails (or has none)."""
+    if base_state is None or base_state == "skip":
+        note = baseline_note or "no result at the base to compare with"
+        return Decision("no_baseline", f"{reason}; {note}")
+    if base_state == "fail":
+        return Decision("broken_at_base", f"{reason}; fails at base too")
+    if base_state == "mixed":
+        return Decision("broken_at_base", f"{reason}; passed and failed at base too")
     return Decision("new_failure", reason)
+
+
+def _flake_test(
+    failing: Sequence[ResultView],
+    base: Sequence[ResultView] | None,
+    known: FlakinessAssessment | None,
+    policy: EvidencePolicy,
+) -> FlakeTest | None:
+    """The chance test, on the config's trusted history when it is labelled flaky, else on the
+    base results when the base itself passed and failed; None when nothing says flaky."""
+    if known is not None and known.flaky and known.record.trials:
+        record = known.record
+    elif base and state_of(base) == "mixed" and (known is None or not known.flaky):
+        bad = sum(
+            r.flaky or (r.outcome in FAILING_OUTCOMES and r.outcome not in NOT_RUN_OUTCOMES)
+            for r in base
+        )
+        record = FlakeRecord(failures=bad, trials=len(base) + sum(r.flaky for r in base))
+    else:
+        return None
+    signatures = [signature(r.culprit or (r.messages[0] if r.messages else "")) for r in failing]
+    return flake_test(record, len(failing), signatures, policy)
+
+
+def _order_dependent(results: Sequence[ResultView]) -> str | None:
+    """ "order-dependent: fails after X, Y; passes alone", if a result says so."""
+    marked = [r for r in results if r.isolation == ORDER_DEPENDENT]
+    if not marked:
+        return None
+    for text in (t for r in marked for t in (r.culprit, *r.messages)):
+        match = _PREDECESSORS.search(text)
+        if match:
+            return f"order-dependent: fails after {match.group(1).strip()}; passes alone"
+    return "order-dependent: fails after the configs that ran before it; passes alone"
+
+
+def _not_run(head: Sequence[ResultView]) -> Decision:
+    """INFRA for a config that never ran: nothing says the code under test is at fault."""
+    never = [r for r in head if r.outcome in NOT_RUN_OUTCOMES]
+    why = next((t for r in never for t in (r.culprit, *r.messages) if t.strip()), "")
+    why = why.splitlines()[0].strip() if why.strip() else "no reason given"
+    why = re.sub(r"^not run:\s*", "", why, flags=re.IGNORECASE)
+    return Decision("infra", f"not run: {why}", "not-run")

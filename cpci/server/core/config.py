@@ -86,13 +86,26 @@ class Settings(BaseSettings):
     flaky_min_runs: int = Field(
         default=10,
         ge=1,
-        description="no flaky label below this many runs without same-commit evidence",
-    )
-    flaky_threshold: float = Field(
-        default=0.1, gt=0, lt=1, description="flip-rate lower bound that makes a config flaky"
+        description="no flaky label below this many branch runs without same-commit evidence",
     )
     flaky_window: int = Field(default=50, ge=2, description="results per config looked at")
-    flaky_half_life: float = Field(default=20.0, gt=0, description="in results, newest first")
+    flaky_half_life: float = Field(
+        default=20.0, gt=0, description="half-life, in results, of the flip rate that ranks them"
+    )
+    flake_chance_threshold: float = Field(
+        default=0.2,
+        gt=0,
+        lt=1,
+        description="a known-flaky config failing at head is a NEW FAILURE when a flake would "
+        "fail like that (rate bound ^ failed attempts, x the new-signature share) less often",
+    )
+    flake_credible_level: float = Field(
+        default=0.95,
+        gt=0.5,
+        lt=1,
+        description="credible level of the upper bound on a flaky config's failure rate "
+        "(Jeffreys posterior) that the chance above is computed with",
+    )
     baseline_runs: int = Field(default=5, ge=1, description="base-branch runs for timings")
     ancestor_depth: int = Field(default=50, ge=0, description="ancestors searched for a baseline")
 

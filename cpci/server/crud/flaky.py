@@ -1,5 +1,7 @@
-"""The repository's flaky configs: those that failed in recent runs and whose history, assessed
-by `analysis.flakiness`, earns the label (with its evidence)."""
+"""The repository's flaky configs: those that failed in recent branch runs and whose branch
+history, assessed by `analysis.flakiness`, earns the label (with its evidence). Pull requests'
+runs never count: a PR's work in progress is not the repository's flakiness, and one PR's upload
+must not label a config that another PR then breaks."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from collections.abc import Sequence
 from sqlmodel import Session, col, select
 
 from cpci.schema import FAILING_OUTCOMES
+from cpci.server.analysis.evidence import EvidencePolicy
 from cpci.server.analysis.flakiness import FlakinessPolicy, assess_flakiness
 from cpci.server.core.config import Settings
 from cpci.server.crud.common import chunks
@@ -21,10 +24,17 @@ MAX_CANDIDATES = 500
 
 
 def flakiness_policy(settings: Settings) -> FlakinessPolicy:
+    """The flaky label's settings."""
     return FlakinessPolicy(
         min_runs=settings.flaky_min_runs,
-        threshold=settings.flaky_threshold,
         half_life=settings.flaky_half_life,
+    )
+
+
+def evidence_policy(settings: Settings) -> EvidencePolicy:
+    """The regression-or-flake chance test's settings."""
+    return EvidencePolicy(
+        threshold=settings.flake_chance_threshold, level=settings.flake_credible_level
     )
 
 
@@ -33,7 +43,7 @@ def flaky_configs(
 ) -> FlakyList:
     run_ids = session.exec(
         select(Run.id)
-        .where(Run.repository_id == repo.id)
+        .where(Run.repository_id == repo.id, col(Run.pull_request).is_(None))
         .order_by(col(Run.id).desc())
         .limit(window_runs)
     ).all()

@@ -8,9 +8,12 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
+from cpci.schema import FAILING_OUTCOMES
 from cpci.server.analysis.observations import Observation, RunLink
+from cpci.server.analysis.signatures import signature
+from cpci.server.analysis.verdicts import culprit_error
 from cpci.server.core.errors import NotFound
-from cpci.server.crud.common import chunks, fetch_rows
+from cpci.server.crud.common import chunks, fetch_rows, from_json
 from cpci.server.links import Links
 from cpci.server.models import Config, Repository, Result, Run, Shard, as_utc
 from cpci.server.reports import HistoryEntry, HistoryPage
@@ -87,21 +90,27 @@ def observations(
     window: int,
     links: Links,
     exclude_commit: str | None = None,
+    pull_request: int | None = None,
 ) -> dict[int, list[Observation]]:
-    """The latest `window` results of each config, oldest first, as the analysis reads them.
+    """The latest `window` trusted results of each config, oldest first, as the analysis
+    reads them: from branch runs (`pull_request IS NULL`), plus `pull_request`'s own runs when
+    given. Another PR's runs never count: its upload must not shape this PR's verdict.
 
     Each config's newest results are read backwards along its (config_id, id) index and the
     reading stops after `window` of them: a config with a long history costs no more than a new
     one (ranking all of its results, then keeping `window`, grew with the history).
     """
     out: dict[int, list[Observation]] = defaultdict(list)
-    exclude, also = (
-        (' AND u."commit" <> ?', (exclude_commit,)) if exclude_commit is not None else ("", ())
-    )
+    where = " AND u.pull_request IS NULL"
+    also: tuple[int | str, ...] = ()
+    if pull_request is not None:
+        where, also = " AND (u.pull_request IS NULL OR u.pull_request = ?)", (pull_request,)
+    if exclude_commit is not None:
+        where, also = where + ' AND u."commit" <> ?', (*also, exclude_commit)
     latest = (
         "SELECT * FROM (SELECT r.id, r.config_id, r.environment_id, r.outcome, r.flaky, "
-        'u.id, u.ci_run_id, u.ci_attempt, u."commit", u.pull_request '
-        f"FROM result r JOIN run u ON u.id = r.run_id WHERE r.config_id = ?{exclude} "
+        'r.rank_errors, u.id, u.ci_run_id, u.ci_attempt, u."commit", u.pull_request '
+        f"FROM result r JOIN run u ON u.id = r.run_id WHERE r.config_id = ?{where} "
         "ORDER BY r.id DESC LIMIT ?) AS latest_{n}"
     )
     run_links: dict[tuple[str, int, str], RunLink] = {}  # many configs share each run
@@ -110,11 +119,15 @@ def observations(
         sql = " UNION ALL ".join(latest.format(n=n) for n in range(len(chunk))) + " ORDER BY 1"
         params = [v for config_id in chunk for v in (config_id, *also, window)]
         rows = fetch_rows(session, sql, *params)
-        for _, config_id, env_id, outcome, flaky, run_id, ci_run_id, attempt, commit, pr in rows:
+        for row in rows:
+            _, config_id, env_id, outcome, flaky, errors, run_id, ci_run_id, attempt, commit, pr = (
+                row
+            )
             link = run_links.get((ci_run_id, attempt, commit))
             if link is None:
                 link = _link(ci_run_id, attempt, commit, repo_name, links)
                 run_links[(ci_run_id, attempt, commit)] = link
+            failed = outcome in FAILING_OUTCOMES and errors is not None
             out[config_id].append(
                 Observation(
                     run=link,
@@ -123,6 +136,7 @@ def observations(
                     outcome=outcome,
                     flaky=bool(flaky),
                     on_pull_request=pr is not None,
+                    signature=signature(culprit_error(from_json(errors))) if failed else "",
                 )
             )
     return out

@@ -4,6 +4,11 @@ Head: the newest commit the PR uploaded results for, every CI run on it merged b
 Baseline: the PR's base commit, or failing that its nearest first-parent ancestor with results.
 Timings are compared with the last few runs of the baseline's branch, not one noisy run.
 Both are read by shard ids through `crud.cache`: every PR on the same base shares them.
+
+Evidence has provenance: the baseline, the timings and the history windows come from trusted
+branch runs only (`pull_request IS NULL`), plus this PR's own earlier runs for its history;
+another PR's runs never count. Results are split by CI matrix leg, so each leg is judged
+against the base's same leg.
 """
 
 from __future__ import annotations
@@ -13,17 +18,18 @@ from collections.abc import Sequence
 
 from sqlmodel import Session, col, select
 
-from cpci.server.analysis.report import ReportInputs, build_report, needs_history
+from cpci.server.analysis.report import ConfigLeg, ReportInputs, build_report, needs_history
+from cpci.server.analysis.verdicts import ResultView
 from cpci.server.core.config import Settings
 from cpci.server.core.errors import NotFound
 from cpci.server.crud.cache import shard_cache
 from cpci.server.crud.commits import ancestors
 from cpci.server.crud.common import fetch_rows, one_of
-from cpci.server.crud.flaky import flakiness_policy
+from cpci.server.crud.flaky import evidence_policy, flakiness_policy
 from cpci.server.crud.history import observations
 from cpci.server.crud.runs import MergedRun, config_keys, merge_runs, results_of
 from cpci.server.links import Links
-from cpci.server.models import Repository, Run
+from cpci.server.models import Repository, Run, Shard
 from cpci.server.reports import BaselineInfo, PullRequestReport, ShardProgress
 
 
@@ -48,7 +54,7 @@ def pull_request_report(
             )
         ).all(),
     )
-    head = results_of(session=session, shards=[s for m in head_runs for s in m.uploads])
+    head = _by_leg(session, [s for m in head_runs for s in m.uploads])
     baseline, base_run = _baseline(
         session, repo, latest.base_commit, settings.ancestor_depth, links
     )
@@ -56,11 +62,11 @@ def pull_request_report(
     if base_run is not None:
         uploads = base_run.uploads
         base = shard_cache(session).get(
-            "results",
+            "results_by_leg",
             (s.id for s in uploads if s.id is not None),
-            lambda: dict(results_of(session=session, shards=uploads)),
+            lambda: _by_leg(session, uploads),
         )
-    failing = [pk for pk, rs in head.items() if needs_history(rs)]
+    failing = sorted({at.pk for at, rs in head.items() if needs_history(rs)})
     inputs = ReportInputs(
         repository=repo.name,
         pull_request=number,
@@ -68,7 +74,7 @@ def pull_request_report(
         head_runs=[m.ref(repo.name, links) for m in head_runs],
         shards=_progress(head_runs),
         baseline=baseline,
-        configs=config_keys(session=session, ids=head),
+        configs=config_keys(session=session, ids={at.pk for at in head}),
         head=head,
         base=base,
         histories=observations(
@@ -78,11 +84,22 @@ def pull_request_report(
             window=settings.flaky_window,
             links=links,
             exclude_commit=latest.commit,
+            pull_request=number,
         ),
         base_samples=_base_samples(session, base_run, settings.baseline_runs) if base_run else {},
         history_url=lambda key: links.history(repo.name, key),
     )
-    return build_report(inputs, flakiness_policy(settings))
+    return build_report(inputs, flakiness_policy(settings), evidence_policy(settings))
+
+
+def _by_leg(session: Session, shards: Sequence[Shard]) -> dict[ConfigLeg, list[ResultView]]:
+    """Results by config and CI matrix leg (one query per leg: most runs have one)."""
+    out: dict[ConfigLeg, list[ResultView]] = {}
+    legs = sorted({s.leg for s in shards})
+    for leg in legs:
+        results = results_of(session=session, shards=[s for s in shards if s.leg == leg])
+        out.update((ConfigLeg(pk, leg), rs) for pk, rs in results.items())
+    return out
 
 
 def _progress(runs: Sequence[MergedRun]) -> ShardProgress:
@@ -107,7 +124,11 @@ def _baseline(
     candidates = [base, *ancestors(session=session, repo_id=repo.id, commit=base, depth=depth)]
     for behind, commit in enumerate(candidates):
         runs = session.exec(
-            select(Run).where(Run.repository_id == repo.id, Run.commit == commit)
+            select(Run).where(
+                Run.repository_id == repo.id,
+                Run.commit == commit,
+                col(Run.pull_request).is_(None),  # trusted branch runs only
+            )
         ).all()
         complete = [m for m in merge_runs(session=session, runs=runs) if m.progress.complete]
         if complete:
@@ -142,11 +163,11 @@ def _base_samples(session: Session, base: MergedRun, count: int) -> dict[int, li
     """Passing results of the last `count` branch runs up to the baseline run, for timings
     (which are noisy, so one base run is not enough; metrics are compared with the base run)."""
     run = base.latest
-    query = select(Run.id).where(Run.repository_id == run.repository_id)
-    if run.branch is not None and run.pull_request is None:
-        query = query.where(
-            Run.branch == run.branch, col(Run.pull_request).is_(None), col(Run.id) <= run.id
-        )
+    query = select(Run.id).where(
+        Run.repository_id == run.repository_id, col(Run.pull_request).is_(None)
+    )
+    if run.branch is not None:
+        query = query.where(Run.branch == run.branch, col(Run.id) <= run.id)
     else:
         query = query.where(Run.commit == run.commit)
     run_ids = session.exec(query.order_by(col(Run.id).desc()).limit(count)).all()

@@ -17,7 +17,7 @@ from sqlmodel import Session, col, select
 
 from cpci.schema import FAILING_OUTCOMES
 from cpci.server.analysis.infra import infra_signature
-from cpci.server.analysis.verdicts import ResultView, first_message
+from cpci.server.analysis.verdicts import ResultView, culprit_error, first_message
 from cpci.server.core.errors import NotFound
 from cpci.server.crud.common import chunks, fetch_rows, from_json, one_of
 from cpci.server.links import Links
@@ -108,11 +108,11 @@ def results_of(*, session: Session, shards: Iterable[Shard]) -> dict[int, list[R
     member, values = one_of(session, ids)
     rows = fetch_rows(
         session,
-        "SELECT config_id, outcome, duration_s, flaky, rank_errors, metrics FROM result "
-        f"WHERE shard_id{member}",
+        "SELECT config_id, outcome, duration_s, flaky, rank_errors, metrics, attempt, isolation "
+        f"FROM result WHERE shard_id{member}",
         values,
     )
-    for config_id, outcome, duration, flaky, errors, metrics in rows:
+    for config_id, outcome, duration, flaky, errors, metrics, attempt, isolation in rows:
         out[config_id].append(
             ResultView(
                 outcome,
@@ -121,6 +121,9 @@ def results_of(*, session: Session, shards: Iterable[Shard]) -> dict[int, list[R
                 _messages(decoded := from_json(errors) if errors is not None else None),
                 from_json(metrics) if metrics is not None else {},
                 _ranks(decoded),
+                attempt,
+                isolation,
+                culprit_error(decoded),
             )
         )
     return out

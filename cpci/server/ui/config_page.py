@@ -18,6 +18,7 @@ from sqlmodel import Session, col, select
 
 from cpci.schema import FAILING_OUTCOMES
 from cpci.server.analysis.observations import PASSING_OUTCOMES
+from cpci.server.analysis.signatures import signature
 from cpci.server.analysis.verdicts import ResultView, state_of
 from cpci.server.core.errors import NotFound
 from cpci.server.crud.common import from_json, raw_json
@@ -40,7 +41,6 @@ from cpci.server.ui.models import (
     Signature,
     TimelineCell,
 )
-from cpci.server.ui.signatures import signature
 
 LIMIT = 400
 #: A runner is suspect when it passes less than this while the others pass at least HEALTHY.

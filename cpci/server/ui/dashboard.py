@@ -3,31 +3,29 @@ configs, and pull requests with a quick verdict.
 
 Outcome counts come from the per-shard digests, so a warm dashboard reads only the run and
 shard tables; the flakiness of the configs that failed recently is assessed from their history
-exactly as the PR verdicts assess it.
+exactly as the PR verdicts assess it. A PR's quick verdict is its PR report's, summed up
+through the verdict table (remembered until the next upload): the dashboard and the report
+can never disagree.
 """
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
-from collections.abc import Sequence
 
 from sqlmodel import Session, col, func, select
 
+from cpci.github.gate import failing_configs
 from cpci.server.core.config import Settings
 from cpci.server.crud.flaky import assess_configs
+from cpci.server.crud.reports import pull_request_report
 from cpci.server.crud.runs import MergedRun, config_keys, merge_runs
 from cpci.server.links import Links
 from cpci.server.models import Repository, Result, Run, as_utc
 from cpci.server.ui import urls
 from cpci.server.ui.digests import DigestCache, repository_version
-from cpci.server.ui.models import (
-    Dashboard,
-    FlakyRow,
-    PullRow,
-    QuickVerdict,
-    RunRow,
-    SlowRow,
-)
+from cpci.server.ui.models import Dashboard, FlakyRow, PullRow, RunRow, SlowRow
+from cpci.verdict_table import count_text, quick_verdict
 
 TREND_RUNS = 50
 TOP = 10
@@ -107,7 +105,7 @@ def build_dashboard(
         runs=rows,
         flaky=flaky,
         slowest=_slowest(session, repo, merged[0]) if merged else [],
-        pulls=_pulls(session, repo, cache),
+        pulls=_pulls(session, repo, cache, settings, links),
     )
 
 
@@ -153,7 +151,9 @@ def _slowest(session: Session, repo: Repository, newest: MergedRun) -> list[Slow
     ]
 
 
-def _pulls(session: Session, repo: Repository, cache: DigestCache) -> list[PullRow]:
+def _pulls(
+    session: Session, repo: Repository, cache: DigestCache, settings: Settings, links: Links
+) -> list[PullRow]:
     newest = func.max(Run.id)
     latest_ids = [
         run_id
@@ -166,57 +166,40 @@ def _pulls(session: Session, repo: Repository, cache: DigestCache) -> list[PullR
         )
     ]
     latest = session.exec(select(Run).where(col(Run.id).in_(latest_ids))).all()
+    assert repo.id is not None
+    version = repository_version(session=session, repo_id=repo.id)
     out = []
     for run in sorted(latest, key=lambda r: -(r.id or 0)):
-        assert run.pull_request is not None
-        head = _merged_at(session, repo, run.commit, run.pull_request)
-        tally = cache.tally(session=session, shard_ids=_latest_shards(head))
-        pending = not all(m.progress.complete for m in head)
-        base = _complete_base(session, repo, run.base_commit)
-        both = None
-        if base is not None:
-            base_failing = cache.tally(session=session, shard_ids=_latest_shards([base])).failing
-            both = len(tally.failing & base_failing)
+        number = run.pull_request
+        assert number is not None
+        report = cache.remember(
+            ("pull_report", repo.id, number),
+            version,
+            functools.partial(
+                pull_request_report,
+                session=session,
+                repo=repo,
+                number=number,
+                settings=settings,
+                links=links,
+            ),
+        )
+        counts = report.counts.by_verdict
         out.append(
             PullRow(
-                number=run.pull_request,
-                head_commit=run.commit,
+                number=number,
+                head_commit=report.head_commit,
                 branch=run.branch,
                 updated_at=as_utc(run.created_at),
-                shards=head[0].progress,
-                failing=len(tally.failing),
-                failing_at_base_too=both,
-                verdict=quick_verdict(pending, len(tally.failing), both),
-                page_url=urls.pull(repo.name, run.pull_request),
+                shards=report.shards,
+                failing=failing_configs(report),
+                failing_at_base_too=(
+                    len(report.broken_at_base) if report.baseline.used_commit else None
+                ),
+                by_verdict=counts,
+                summary=count_text(counts),
+                verdict=quick_verdict(counts, report.status == "pending"),
+                page_url=urls.pull(repo.name, number),
             )
         )
     return out
-
-
-def quick_verdict(pending: bool, failing: int, failing_at_base: int | None) -> QuickVerdict:
-    """From outcomes alone: the PR page has the full verdict (flakiness, infra, timings)."""
-    if pending:
-        return "pending"
-    if not failing:
-        return "passing"
-    if failing_at_base is not None and failing_at_base < failing:
-        return "new_failures"
-    return "failing"
-
-
-def _merged_at(session: Session, repo: Repository, commit: str, pr: int | None) -> list[MergedRun]:
-    query = select(Run).where(Run.repository_id == repo.id, Run.commit == commit)
-    if pr is not None:
-        query = query.where(Run.pull_request == pr)
-    return merge_runs(session=session, runs=session.exec(query).all())
-
-
-def _complete_base(session: Session, repo: Repository, base: str | None) -> MergedRun | None:
-    if base is None:
-        return None
-    complete = [m for m in _merged_at(session, repo, base, None) if m.progress.complete]
-    return complete[0] if complete else None
-
-
-def _latest_shards(runs: Sequence[MergedRun]) -> list[int]:
-    return [s.id for m in runs for s in m.shards.values() if s.id is not None]

@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field
 from cpci.github.consistency import ConsistencyResult
 from cpci.server.models import EnvironmentPublic
 from cpci.server.reports import PullRequestReport, RunRef, ShardProgress
+from cpci.verdict_table import QuickVerdict
 
 
 class RunRow(BaseModel):
@@ -46,19 +47,20 @@ class SlowRow(BaseModel):
     page_url: str
 
 
-QuickVerdict = Literal["pending", "passing", "failing", "new_failures"]
-
-
 class PullRow(BaseModel):
-    """A pull request's latest head, with a quick verdict from stored outcomes alone."""
+    """A pull request's latest head, with the verdict of its PR report in one word."""
 
     number: int
     head_commit: str
     branch: str | None
     updated_at: datetime
     shards: ShardProgress
-    failing: int = Field(description="configs failing at head")
-    failing_at_base_too: int | None = Field(description="of those, failing at the base run too")
+    failing: int = Field(description="configs failing at head, for any reason")
+    failing_at_base_too: int | None = Field(
+        description="of those, broken at base (null without a baseline)"
+    )
+    by_verdict: dict[str, int] = Field(description="the PR report's configs per verdict")
+    summary: str = Field(description="failing verdicts' counts: '2 new failure(s), 1 flaky'")
     verdict: QuickVerdict
     page_url: str
 

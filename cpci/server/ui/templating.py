@@ -11,6 +11,7 @@ from datetime import datetime
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from starlette.templating import Jinja2Templates
 
+from cpci import verdict_table
 from cpci.server.ui import urls
 
 
@@ -40,4 +41,5 @@ def make_templates() -> Jinja2Templates:
     )
     env.filters.update(percent=percent, seconds=seconds, when=when)
     env.globals["urls"] = urls
+    env.globals["verdict_info"] = verdict_table.info  # one name, icon and order per verdict
     return Jinja2Templates(env=env)

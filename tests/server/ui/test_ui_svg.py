@@ -7,11 +7,11 @@ import re
 
 import pytest
 
+from cpci.server.analysis.signatures import signature
 from cpci.server.ui.config_page import works_elsewhere
-from cpci.server.ui.dashboard import quick_verdict
 from cpci.server.ui.models import PlaceStats
-from cpci.server.ui.signatures import signature
 from cpci.server.ui.svg import Cell, Point, nice_ticks, outcome_strip, scatter_plot
+from cpci.verdict_table import quick_verdict
 
 
 def test_scatter_escapes_text_and_draws_one_mark_per_point() -> None:
@@ -100,11 +100,11 @@ def test_works_elsewhere_needs_a_bad_host_and_healthy_others() -> None:
 
 
 def test_quick_verdict() -> None:
-    assert quick_verdict(True, 3, 0) == "pending"
-    assert quick_verdict(False, 0, None) == "passing"
-    assert quick_verdict(False, 2, 1) == "new_failures"
-    assert quick_verdict(False, 2, 2) == "failing"
-    assert quick_verdict(False, 2, None) == "failing"
+    assert quick_verdict({"new_failure": 3}, pending=True) == "pending"
+    assert quick_verdict({"passed": 5, "fixed": 1}, pending=False) == "passing"
+    assert quick_verdict({"new_failure": 1, "flaky": 1}, pending=False) == "new_failures"
+    assert quick_verdict({"broken_at_base": 2}, pending=False) == "failing"
+    assert quick_verdict({"flaky": 2, "infra": 1}, pending=False) == "failing"
 
 
 def test_a_single_run_gets_whole_number_ticks() -> None:
