@@ -14,7 +14,7 @@ from fastapi.responses import Response
 from starlette.staticfiles import StaticFiles
 
 from cpci.server.core.errors import ApiError
-from cpci.server.ui import urls
+from cpci.server.ui import landing, urls
 from cpci.server.ui.digests import DigestCache
 from cpci.server.ui.routes import render, router
 
@@ -25,6 +25,7 @@ def install_ui(app: FastAPI) -> None:
     # Before the pages, or `/ui/{owner}/{repo}` would claim `/ui/static/ui.css`.
     app.mount(urls.static(""), StaticFiles(directory=static), name="ui-static")
     app.include_router(router)
+    app.include_router(landing.router)  # `/`, the front door
     api_handler = app.exception_handlers[ApiError]
 
     async def ui_error(request: Request, exc: Exception) -> Response:
