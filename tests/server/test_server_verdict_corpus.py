@@ -1,9 +1,10 @@
 """Verdicts measured on a seeded CI history with known truth, through the real service.
 
-A small corpus (30 configs, 20 main runs, 8 PRs on 2 shards, reruns on) is uploaded once per
-module over HTTP to a real `cpci serve` on SQLite, with a token made by `cpci token create`;
-each PR's report is read right after its last shard. Each goal is its own test, so that a
-regression of one verdict rule fails one test (a goal the service misses for a while is marked
+A small corpus (30 configs, 20 main runs, 8 PRs on 2 shards, reruns on; and again with reruns
+off, for the goals that must hold without them) is uploaded once per module over HTTP to a real
+`cpci serve` on SQLite, with `branch` and `pr` tokens made by `cpci token create`; each PR's
+report is read right after its last shard. Each goal is its own test, so that a regression of
+one verdict rule fails one test (a goal the service misses for a while is marked
 `xfail(strict=True, raises=AssertionError)`, so that its fix must remove the mark). The first
 tests check the instrument itself, without the service.
 """
@@ -37,13 +38,23 @@ def corpus() -> Corpus:
     return build_corpus(SPEC)
 
 
-@pytest.fixture(scope="module")
-def scored(corpus: Corpus, tmp_path_factory: pytest.TempPathFactory) -> Score:
-    tmp: Path = tmp_path_factory.mktemp("verdict-corpus")
+def _play_and_score(corpus: Corpus, tmp: Path) -> Score:
     with corpus_service(f"sqlite:///{tmp / 'cpci.db'}", tmp / "serve.log") as access:
         observed = play(corpus, access)
     assert set(observed.reports) == {p.number for p in corpus.pulls}
     return score(corpus, observed)
+
+
+@pytest.fixture(scope="module")
+def scored(corpus: Corpus, tmp_path_factory: pytest.TempPathFactory) -> Score:
+    return _play_and_score(corpus, tmp_path_factory.mktemp("verdict-corpus"))
+
+
+@pytest.fixture(scope="module")
+def scored_without_reruns(tmp_path_factory: pytest.TempPathFactory) -> Score:
+    """The same history with reruns off: flakiness must then be learnt from history alone."""
+    corpus = build_corpus(replace(SPEC, reruns=False))
+    return _play_and_score(corpus, tmp_path_factory.mktemp("verdict-corpus-no-reruns"))
 
 
 def _records_by_config(corpus: Corpus) -> list[tuple[int | None, dict[str, list[Attempt]]]]:
@@ -62,7 +73,7 @@ def _records_by_config(corpus: Corpus) -> list[tuple[int | None, dict[str, list[
 
 def test_corpus_is_deterministic_in_its_seed(corpus: Corpus) -> None:
     assert build_corpus(SPEC) == corpus
-    other = build_corpus(CorpusSpec(**{**SPEC.__dict__, "seed": 2}))
+    other = build_corpus(replace(SPEC, seed=2))
     assert [c.key for c in other.configs] != [c.key for c in corpus.configs]
 
 
@@ -84,7 +95,7 @@ def test_small_corpus_has_every_case(corpus: Corpus) -> None:
 
 @pytest.mark.parametrize("reruns", [True, False])
 def test_reruns_stop_at_the_first_pass_in_the_same_upload(reruns: bool) -> None:
-    corpus = build_corpus(CorpusSpec(**{**SPEC.__dict__, "reruns": reruns}))
+    corpus = build_corpus(replace(SPEC, reruns=reruns))
     order_dependent = {
         (p.number, k) for p in corpus.pulls for k, t in p.head.items() if t == "order_dependent"
     }
@@ -212,6 +223,18 @@ def test_no_regression_hidden_by_another_pr(scored: Score) -> None:
 
 def test_flaky_configs_that_failed_are_found_within_the_window(scored: Score) -> None:
     assert scored.recall_failed.share >= RECALL_GOAL, _misses(scored, "recall_failed")
+
+
+def test_flaky_configs_are_found_from_history_alone_without_reruns(
+    scored_without_reruns: Score,
+) -> None:
+    recall = scored_without_reruns.recall_failed
+    assert recall.total >= 5
+    assert recall.share >= RECALL_GOAL, _misses(scored_without_reruns, "recall_failed")
+
+
+def test_no_regression_hidden_by_another_pr_without_reruns(scored_without_reruns: Score) -> None:
+    assert scored_without_reruns.poisoning_hid.hits == 0, _misses(scored_without_reruns, "poison")
 
 
 def test_false_alarms_at_most_one_percent_with_reruns(scored: Score) -> None:
