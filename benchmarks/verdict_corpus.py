@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -94,9 +95,10 @@ def main() -> int:
         f"seed {spec.seed}: {spec.configs} configs, {spec.main_runs} main runs, {spec.prs} PRs, "
         f"{spec.shards} shards, reruns {reruns}, {engine}"
     )
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     print(
         f"{observed.requests} requests ({corpus.uploads} uploads, "
-        f"{observed.bytes_sent / 1e6:.1f} MB sent) in {wall:.1f} s"
+        f"{observed.bytes_sent / 1e6:.1f} MB sent) in {wall:.1f} s; load average {load}"
     )
     for figure in result.figures():
         mark = {True: "ok  ", False: "MISS", None: "    "}[figure.met]

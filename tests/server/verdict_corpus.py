@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from itertools import product
 from typing import Literal
 
-from cpci.schema import Environment, ResultRecord, RunEnvelope
+from cpci.schema import Environment, ResultRecord, RunEnvelope, config_id
 from tests.server.verdict_records import (
     ATTEMPTS_WITH_RERUNS,
     BROKEN_SIGNATURE,
@@ -106,10 +106,23 @@ class CorpusSpec:
                 f"need main_runs >= 2, prs >= 0 and 1 <= shards <= configs, got "
                 f"main_runs={self.main_runs}, prs={self.prs}, shards={self.shards}"
             )
+        if not (
+            self.flaky_share > 0
+            and self.broken_share > 0
+            and self.flaky_share + self.broken_share < 1
+        ):
+            raise ValueError(
+                f"flaky_share and broken_share must be > 0 and leave clean configs, got "
+                f"{self.flaky_share} and {self.broken_share}"
+            )
+        if self.recall_window < 1:
+            raise ValueError(f"recall_window must be >= 1 main run, got {self.recall_window}")
 
 
 @dataclass(frozen=True)
 class ConfigTruth:
+    """One config and how it really behaves."""
+
     nodeid: str
     world_size: int
     shard: int
@@ -119,7 +132,7 @@ class ConfigTruth:
 
     @property
     def key(self) -> str:
-        return f"{self.nodeid}@{self.world_size}"
+        return config_id(self.nodeid, self.world_size)
 
     def broken_at(self, main_run: int) -> bool:
         return self.broken is not None and self.broken[0] <= main_run < self.broken[1]
@@ -127,6 +140,8 @@ class ConfigTruth:
 
 @dataclass(frozen=True)
 class Regression:
+    """A config a PR really broke: it fails at the PR's head on every attempt."""
+
     config: str
     kind: RegressionKind
     attempts_failed: int
@@ -144,6 +159,8 @@ class Poison:
 
 @dataclass(frozen=True)
 class PullRequestTruth:
+    """A PR, what it broke, and what each config really is at its head."""
+
     number: int
     base_run: int  # index of the main run (and commit) it is based on
     head_commit: str
@@ -155,11 +172,15 @@ class PullRequestTruth:
 
 @dataclass(frozen=True)
 class Upload:
+    """One shard's envelope, as `cpci upload` sends it."""
+
     envelope: RunEnvelope
 
 
 @dataclass(frozen=True)
 class RecordAncestry:
+    """First-parent links of main, as a branch job records them."""
+
     links: tuple[tuple[str, str], ...]  # (commit, first parent)
 
 
@@ -182,6 +203,8 @@ Step = Upload | RecordAncestry | ReadFlakyList | ReadReport
 
 @dataclass(frozen=True)
 class Corpus:
+    """The history's truth and its steps: uploads and reads, in the order CI makes them."""
+
     spec: CorpusSpec
     configs: tuple[ConfigTruth, ...]
     main_commits: tuple[str, ...]
