@@ -54,6 +54,7 @@ MAX_SHARDS = 10_000
 MAX_LEG_LENGTH = 200
 #: Stored identities must not hold NUL (PostgreSQL text cannot); messages are cleaned instead.
 Identity = Annotated[str, Field(pattern=r"^[^\x00]*$")]
+LegName = Annotated[str, Field(min_length=1, max_length=MAX_LEG_LENGTH, pattern=r"^[^\x00]*$")]
 
 
 class _Model(BaseModel):
@@ -139,6 +140,12 @@ class RunEnvelope(_Model):
         max_length=MAX_LEG_LENGTH,
         description="the matrix leg (e.g. its sorted runner labels): shards of one run on "
         "different legs are different shards, even with the same index",
+    )
+    legs: list[LegName] = Field(
+        default_factory=list,
+        max_length=100,
+        description="every leg the workflow's matrix declares, so a leg that never uploads is "
+        "missing rather than unknown (empty: the legs seen are all there are)",
     )
     runner_name: Identity | None = Field(default=None, max_length=255)
     runner_labels: list[str] = Field(default_factory=list)

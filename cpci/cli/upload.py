@@ -66,6 +66,12 @@ def register(sub: Any) -> None:
         "and comma-joined; the Action passes its runner labels in a matrix. Two legs' same "
         "shard index are two shards",
     )
+    parser.add_argument(
+        "--legs",
+        default=None,
+        help="every leg of the matrix (or CPCI_LEGS), a JSON list of names or of runner-label "
+        "lists: a declared leg that never uploads is reported missing",
+    )
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.set_defaults(func=run)
 
@@ -142,6 +148,7 @@ def run(args: argparse.Namespace) -> int:
         repository=args.repository, commit=args.commit, branch=args.branch,
         pull_request=args.pull_request, base_commit=args.base_commit, ci_run_id=args.ci_run_id,
         ci_attempt=args.ci_attempt, shard=args.shard, runner_name=args.runner_name, leg=args.leg,
+        legs=args.legs,
     )  # fmt: skip
     try:
         envelope = build_envelope(fields, records, os.environ)

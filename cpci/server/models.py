@@ -143,6 +143,7 @@ class Run(RunBase, table=True):
     fork: bool = Field(
         default=False, description="uploaded by the allow-listed fork-results workflow"
     )
+    legs: list[str] | None = _json()  # the matrix legs the workflow declared, if it did
 
 
 class Shard(SQLModel, table=True):

@@ -8,7 +8,9 @@ merge commit GitHub made, so the PR's head and base commits are read from the pa
 The matrix leg (`--leg` / CPCI_LEG) tells apart jobs of one CI run that run the same shard in
 different environments (the reusable workflow's runner-label sets, e.g. H100 and A100). It is a
 name, or a JSON list of runner labels, stored sorted and comma-joined (`a100,gpu,self-hosted`),
-so the same label set always names the same leg.
+so the same label set always names the same leg. `--legs` / CPCI_LEGS declares every leg of the
+matrix (a JSON list of names or of label lists, e.g. the reusable workflow's `runner-labels`), so
+a leg whose jobs never upload counts as missing and the report waits for it.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ class RunFields:
     shard: str | None = None  # "i/N", 0-based index
     runner_name: str | None = None
     leg: str | None = None  # a name, or a JSON list of runner labels
+    legs: str | None = None  # JSON list of the matrix's legs (names or label lists)
 
 
 def build_envelope(
@@ -67,6 +70,7 @@ def build_envelope(
         "shard_index": index,
         "shard_total": total,
         "leg": leg_name(fields.leg if fields.leg is not None else env.get("CPCI_LEG", "")),
+        "legs": declared_legs(fields.legs if fields.legs is not None else env.get("CPCI_LEGS", "")),
         "runner_name": fields.runner_name or env.get("RUNNER_NAME") or None,
         "environment": detect(results),
         "results": list(results),
@@ -91,6 +95,19 @@ def leg_name(value: str) -> str:
     if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
         raise EnvelopeError(f"--leg (or CPCI_LEG) must be a name or a JSON list of labels: {text}")
     return ",".join(sorted(set(labels)))
+
+
+def declared_legs(value: str) -> list[str]:
+    """The matrix's legs from a JSON list whose items are names or lists of runner labels."""
+    if not value.strip():
+        return []
+    try:
+        items = json.loads(value)
+    except ValueError as exc:
+        raise EnvelopeError(f"--legs (or CPCI_LEGS) must be a JSON list: {exc}") from exc
+    if not isinstance(items, list):
+        raise EnvelopeError(f"--legs (or CPCI_LEGS) must be a JSON list, got {value!r}")
+    return sorted({leg_name(item if isinstance(item, str) else json.dumps(item)) for item in items})
 
 
 def _need(value: str | None, flag: str, variable: str) -> str:

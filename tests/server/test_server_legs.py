@@ -80,3 +80,20 @@ def test_bad_legs_are_422(http: httpx.Client, leg: str) -> None:
     response = http.post("/api/v1/uploads", json=envelope([record("p2p")], leg=leg))
     assert response.status_code == 422
     assert "leg" in [e["path"] for e in response.json()["errors"]]
+
+
+def test_a_declared_leg_that_never_uploads_is_missing(http: httpx.Client) -> None:
+    """The workflow names its legs: the report waits for a leg with no upload at all."""
+    legs = ["a100,gpu", "gpu,h100"]
+    body = envelope([record("p2p")], leg="gpu,h100", legs=legs)
+    progress = http.post("/api/v1/uploads", json=body).json()["shards"]
+    assert (progress["text"], progress["complete"]) == ("1/2 shards on 2 legs", False)
+    assert progress["missing_by_leg"] == {"a100,gpu": [0]}
+    other = envelope([record("p2p")], leg="a100,gpu", legs=legs)
+    assert http.post("/api/v1/uploads", json=other).json()["shards"]["complete"] is True
+    mismatched = envelope([], leg="a100,gpu", shard_index=0, legs=["a100,gpu"], ci_run_id="7")
+    assert http.post("/api/v1/uploads", json=mismatched).status_code == 201
+    clash = envelope([], leg="gpu,h100", legs=legs, ci_run_id="7")
+    response = http.post("/api/v1/uploads", json=clash)
+    assert response.status_code == 409
+    assert "legs: stored ['a100,gpu']" in response.json()["detail"]

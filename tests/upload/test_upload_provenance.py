@@ -172,3 +172,30 @@ def test_a_leg_given_as_runner_labels_is_sorted(
 def test_a_malformed_label_list_names_the_flag() -> None:
     with pytest.raises(EnvelopeError, match="--leg"):
         leg_name('["h100", 3]')
+
+
+def test_declared_legs_come_from_the_workflows_runner_label_sets(
+    service: LiveService, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CPCI_LEGS", '[["self-hosted", "h100"], ["self-hosted", "a100"]]')
+    monkeypatch.setenv("CPCI_LEG", '["self-hosted", "h100"]')
+    results = tmp_path / "r.jsonl"
+    results.write_text("")
+    code = main(
+        args(
+            service,
+            tmp_path,
+            results,
+            "--commit",
+            "e" * 40,
+            "--branch",
+            "main",
+            "--ci-run-id",
+            "legs-1",
+        )
+    )
+    assert code == 0
+    shards = httpx.get(f"{service.url}/api/v1/repos/{REPO}/runs/legs-1").json()["run"]["shards"]
+    assert shards["missing_by_leg"] == {"a100,self-hosted": [0]}
+    assert shards["text"] == "1/2 shards on 2 legs"

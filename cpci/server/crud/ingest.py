@@ -114,6 +114,7 @@ def _ensure_run(
     *, session: Session, repo_id: int, envelope: RunEnvelope, provenance: Provenance
 ) -> Run:
     values: dict[str, Any] = {f: getattr(envelope, f) for f in RUN_FIELDS}
+    values["legs"] = sorted(set(envelope.legs)) or None
     insert_missing(
         session=session,
         model=Run,

@@ -46,8 +46,9 @@ class MergedRun:
 
     @property
     def legs(self) -> list[str]:
-        """The matrix legs any attempt uploaded for ('' alone for a run without a matrix)."""
-        return sorted({s.leg for s in self.uploads}) or [""]
+        """The matrix legs the workflow declared and any attempt uploaded for ('' alone for a
+        run without a matrix)."""
+        return sorted({s.leg for s in self.uploads} | set(self.latest.legs or ())) or [""]
 
     @property
     def progress(self) -> ShardProgress:

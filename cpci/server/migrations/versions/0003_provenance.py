@@ -43,6 +43,7 @@ def upgrade() -> None:
         for name, length in RUN_COLUMNS:
             batch.add_column(sa.Column(name, sa.String(length=length), nullable=True))
         batch.add_column(sa.Column("fork", sa.Boolean(), nullable=False, server_default=sa.false()))
+        batch.add_column(sa.Column("legs", sa.JSON(), nullable=True))
     with op.batch_alter_table("run") as batch:
         batch.alter_column("fork", server_default=None)
     with op.batch_alter_table("shard") as batch:
@@ -72,6 +73,7 @@ def downgrade() -> None:
         batch.create_unique_constraint("uq_shard_run_id_shard_index", ["run_id", "shard_index"])
         batch.drop_column("leg")
     with op.batch_alter_table("run") as batch:
+        batch.drop_column("legs")
         batch.drop_column("fork")
         for name, _ in reversed(RUN_COLUMNS):
             batch.drop_column(name)
