@@ -64,3 +64,23 @@ def test_training_example_attention_runs_under_the_policy(
     ops = {event.name for event in profile.events() if "scaled_dot_product" in event.name}
     assert "aten::_scaled_dot_product_flash_attention_for_cpu" in ops, ops
     assert backends_in_force() == ALL
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_cuda_kernel_run_under_cp_policy_is_flash_or_efficient(dtype: Any) -> None:
+    """On a GPU, the SDPA kernel actually launched under the cp 2 policy (read from the
+    profiler) is FLASH or EFFICIENT, never cuDNN, for shapes cuDNN would take by default."""
+    q_BHSD = torch.randn(2, 8, 512, 128, device="cuda", dtype=dtype, requires_grad=True)
+    with (
+        attention_policy(device="cuda", cp_size=2, head_dim=128, dtype=dtype),
+        torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profile,
+    ):
+        out = torch.nn.functional.scaled_dot_product_attention(
+            q_BHSD, q_BHSD, q_BHSD, is_causal=True
+        )
+        out.sum().backward()
+    ops = {event.name for event in profile.events() if "scaled_dot_product" in event.name}
+    assert not any("cudnn" in op or "math" in op for op in ops), ops
+    expected = "flash" if dtype == torch.bfloat16 else "efficient"
+    assert any(expected in op for op in ops), ops
