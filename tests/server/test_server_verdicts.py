@@ -26,11 +26,19 @@ def known(
     every failure with `signature` (normalised) when given."""
     signatures = {sig(signature): failures} if signature else {}
     return FlakinessAssessment(
-        flaky=flaky, reason="r", runs=trials, passes=trials - failures, failures=failures,
-        flips=6, flip_rate=0.5, lower_bound=0.3 if flaky else 0.0, effective_runs=11.0,
-        same_commit=[], failing_runs=[],
+        flaky=flaky,
+        reason="r",
+        runs=trials,
+        passes=trials - failures,
+        failures=failures,
+        flips=6,
+        flip_rate=0.5,
+        lower_bound=0.3 if flaky else 0.0,
+        effective_runs=11.0,
+        same_commit=[],
+        failing_runs=[],
         record=FlakeRecord(failures=failures, trials=trials, signatures=signatures),
-    )  # fmt: skip
+    )
 
 
 def failed(message: str = USUAL, outcome: str = "failed", attempt: int = 1) -> ResultView:
@@ -137,9 +145,10 @@ def test_no_failure_in_trusted_history_is_no_flaky_label() -> None:
 
 def test_a_config_that_never_ran_is_infra_with_its_reason() -> None:
     never = ResultView(
-        "not_run", messages=("not run: world did not come up after 2 respawns",),
+        "not_run",
+        messages=("not run: world did not come up after 2 respawns",),
         culprit="not run: world did not come up after 2 respawns",
-    )  # fmt: skip
+    )
     decision = decide([never], [P], None)
     assert decision.verdict == "infra"
     assert decision.reason == "not run: world did not come up after 2 respawns"
@@ -154,9 +163,10 @@ def test_order_dependent_is_a_failure_naming_its_predecessors() -> None:
     head = [
         failed(attempt=1),
         ResultView("passed", attempt=2),
-        ResultView("failed", attempt=3, isolation="order-dependent", messages=(note,),
-                   culprit=note),
-    ]  # fmt: skip
+        ResultView(
+            "failed", attempt=3, isolation="order-dependent", messages=(note,), culprit=note
+        ),
+    ]
     assert state_of(head) == "fail"
     decision = decide(head, [P], known(True))
     assert decision.verdict == "new_failure"

@@ -162,6 +162,8 @@ def decide(
     if base_state == "fail":
         return Decision("broken_at_base", "fails at base too", evidence=test)
     reason = "passes at base, fails at head"
+    if base_state == "mixed":
+        reason = "passed and failed at base, fails at head"
     if test is not None:
         reason += f"; not explained by flakiness: {test.text()} < {test.threshold:.0%}"
     elif known is not None:
@@ -201,7 +203,8 @@ def _flake_test(
         record = FlakeRecord(failures=bad, trials=len(base) + sum(r.flaky for r in base))
     else:
         return None
-    signatures = [signature(r.culprit or (r.messages[0] if r.messages else "")) for r in failing]
+    texts = (r.culprit or next(iter(r.messages), "") for r in failing)
+    signatures = [signature(t) for t in texts if t.strip()]  # no message: nothing to compare
     return flake_test(record, len(failing), signatures, policy)
 
 
