@@ -11,9 +11,6 @@ measure nothing.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -21,7 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from sqlmodel import Session
 
+from cpci.server.core.db import create_db_engine
+from cpci.server.core.provenance import TOKEN_SCOPES
+from cpci.server.crud.tokens import create_token
 from tests.reliability.service import served
 from tests.server.verdict_corpus import (
     REPO,
@@ -74,43 +75,28 @@ class ServiceAccess:
 
 @contextmanager
 def corpus_service(database_url: str, log: Path) -> Iterator[ServiceAccess]:
-    """`cpci serve` on an empty database and its tokens made with `cpci token create`, as an
-    admin would. A failed step is raised with the end of the service's log (its traceback)."""
+    """`cpci serve` on an empty database (it migrates at start), with a `branch` and a `pr`
+    upload token written to its database as `cpci token create` writes them (the CLI itself is
+    tested end to end elsewhere; two CLI processes would double this fixture's time). A failed
+    step is raised with the end of the service's log, where its traceback is."""
     with served(database_url, log) as service:
-        access = ServiceAccess(
-            service.url, _token(database_url, "branch"), _token(database_url, "pr")
-        )
+        engine = create_db_engine(database_url)
         try:
-            yield access
+            with Session(engine) as session:
+                made = {
+                    scope: create_token(
+                        session=session, repository=REPO, name=f"corpus-{scope}", scope=scope
+                    ).token
+                    for scope in TOKEN_SCOPES
+                }
+                session.commit()
+        finally:
+            engine.dispose()
+        try:
+            yield ServiceAccess(service.url, branch_token=made["branch"], pr_token=made["pr"])
         except CorpusPlayError as exc:
             tail = log.read_text(errors="replace")[-4000:]
             raise CorpusPlayError(f"{exc}\n--- the end of the cpci serve log ---\n{tail}") from exc
-
-
-def _token(database_url: str, scope: str) -> str:
-    made = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "cpci",
-            "token",
-            "create",
-            REPO,
-            "--name",
-            f"corpus-{scope}",
-            "--scope",
-            scope,
-            "--json",
-        ],
-        env={**os.environ, "CPCI_DATABASE_URL": database_url},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    if made.returncode != 0:
-        raise CorpusPlayError(f"cpci token create --scope {scope} failed: {made.stderr.strip()}")
-    token: str = json.loads(made.stdout)["token"]
-    return token
 
 
 def play(corpus: Corpus, access: ServiceAccess) -> Observed:
