@@ -52,6 +52,9 @@ class ReportView:
 
 @dataclass(frozen=True)
 class Observed:
+    """What the service said: each PR's report when it was read, and the flaky list after the
+    recall window; with the traffic it took."""
+
     reports: Mapping[int, ReportView]
     flaky_at_window: frozenset[str]
     requests: int
