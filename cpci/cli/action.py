@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -49,7 +50,11 @@ def _test(settings: ActionSettings) -> int:
     outcome = run_suite(settings)
     for line in failure_annotations(outcome):
         print(line, flush=True)
-    report_url = _upload(settings, outcome) if settings.server_url and outcome.records else ""
+    # An empty shard (nothing collected: pytest exit 5, or all deselected) is uploaded too, so the
+    # report does not wait for it forever; a broken session (usage, internal error) is not.
+    empty_ok = outcome.pytest_exit in (0, 1, 5)
+    wanted = bool(settings.server_url) and (bool(outcome.records) or empty_ok)
+    report_url = _upload(settings, outcome) if wanted else ""
     write_summary(os.environ.get("GITHUB_STEP_SUMMARY"), summary(outcome, settings, report_url))
     counts = outcome.counts()
     write_outputs(
@@ -85,6 +90,16 @@ def _upload(settings: ActionSettings, outcome: SuiteOutcome) -> str:
         return ""
     receipt = done.receipt
     print(f"cpci: uploaded {receipt['results']} result(s), {receipt['shards']['text']}")
+    from cpci.upload.ancestry import record_ancestry
+
+    try:
+        note = record_ancestry(
+            settings.server_url, _token_source(settings)(), envelope, cwd=Path.cwd()
+        )
+    except CredentialsError as exc:
+        note = f"commit ancestry not recorded: {exc}"
+    if note:
+        print(f"cpci: {note}", flush=True)
     return str(settings.server_url.rstrip("/") + receipt["run_url"])
 
 
