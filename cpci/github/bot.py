@@ -53,7 +53,12 @@ def check_consistency(
     client: GitHubClient, repo: str, pull: PullRequest, rules_path: str
 ) -> ConsistencyResult:
     text = client.get_file_text(repo, rules_path, pull.base_sha)
-    acked = acknowledgements(pull.labels, pull.body)
+    approvals = [
+        review.body
+        for review in client.list_pull_reviews(repo, pull.number)
+        if review.approves_for_maintainers(pull.author)
+    ]
+    acked = acknowledgements(pull.labels, pull.body, approvals)
     try:
         rules = parse_rules(text, rules_path) if text else []
     except RulesError as exc:

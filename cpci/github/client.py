@@ -17,7 +17,7 @@ import httpx
 from cpci import __version__
 from cpci.github.auth import Auth
 from cpci.github.errors import GitHubError, NotFound, PermissionDenied, Unreachable, error_for
-from cpci.github.models import ChangedFile, CheckRun, Comment, PullRequest
+from cpci.github.models import ChangedFile, CheckRun, Comment, PullRequest, Review
 from cpci.github.retry import Clock, RetryPolicy, primary_reset_wait
 
 API_URL = "https://api.github.com"
@@ -195,6 +195,12 @@ class GitHubClient:
         url = f"/repos/{_repo(repo)}/pulls/{number}/files"
         action = f"listing the files of {repo}#{number}"
         return [ChangedFile.from_api(item) for item in self.paginate(url, action=action)]
+
+    def list_pull_reviews(self, repo: str, number: int) -> list[Review]:
+        """The PR's reviews, oldest first (an approval may carry a `cpci-ack:` line)."""
+        url = f"/repos/{_repo(repo)}/pulls/{number}/reviews"
+        action = f"listing the reviews of {repo}#{number}"
+        return [Review.from_api(item) for item in self.paginate(url, action=action)]
 
     def get_file_text(self, repo: str, path: str, ref: str) -> str | None:
         """A file's text at `ref`, or None where it does not exist (e.g. no rules file)."""

@@ -3,8 +3,9 @@
 The same evaluation serves the service (files from GitHub's PR file list) and `cpci consistency`
 (files from `git diff` on a checkout). A renamed file counts under its old and its new name, so
 moving one file of a pair is noticed. An acknowledgement turns a finding into a note that neither
-warns nor fails: the label `cpci-ack:RULE` acknowledges any rule (labels need triage rights on the
-repository, so it is a maintainer's word), while a line `cpci-ack: RULE` in the PR body (which the
+warns nor fails: the label `cpci-ack:RULE`, or a `cpci-ack: RULE` line in an approving review by
+a maintainer, acknowledges any rule (labels need triage rights on the repository, so either is a
+maintainer's word), while a line `cpci-ack: RULE` in the PR body (which the
 author writes) acknowledges only `severity: warn` rules: an author cannot waive a `fail` rule.
 """
 
@@ -81,13 +82,18 @@ class Acknowledgements:
         return rule.severity == "fail" and rule.name in self.author and not self.covers(rule)
 
 
-def acknowledgements(labels: Iterable[str], body: str) -> Acknowledgements:
-    """Rule names acknowledged by a `cpci-ack:RULE` label or a `cpci-ack: RULE` body line."""
+def acknowledgements(
+    labels: Iterable[str], body: str, approvals: Iterable[str] = ()
+) -> Acknowledgements:
+    """Rule names acknowledged by a `cpci-ack:RULE` label or a `cpci-ack: RULE` line, in the PR
+    body (the author's) or in the text of maintainers' approving reviews (`approvals`)."""
     acked = {
         label[len(ACK_LABEL_PREFIX) :].strip()
         for label in labels
         if label.startswith(ACK_LABEL_PREFIX)
     }
+    for text in approvals:
+        acked |= set(_ACK_LINE.findall(text))
     return Acknowledgements(frozenset(acked), frozenset(_ACK_LINE.findall(body or "")))
 
 

@@ -38,6 +38,7 @@ class PullRequest(_Model):
     number: int
     state: str
     body: str
+    author: str | None = None
     labels: tuple[str, ...]
     head_sha: str
     head_repo: str | None
@@ -57,6 +58,7 @@ class PullRequest(_Model):
             number=data["number"],
             state=data["state"],
             body=data.get("body") or "",
+            author=_login(data.get("user")),
             labels=tuple(str(label["name"]) for label in data.get("labels") or ()),
             head_sha=data["head"]["sha"],
             head_repo=head_repo["full_name"] if head_repo else None,
@@ -64,6 +66,39 @@ class PullRequest(_Model):
             base_ref=data["base"]["ref"],
             base_repo=data["base"]["repo"]["full_name"],
             html_url=data["html_url"],
+        )
+
+
+#: Reviewers whose approval speaks for the repository (GitHub's `author_association`).
+MAINTAINERS = frozenset({"OWNER", "MEMBER", "COLLABORATOR"})
+
+
+class Review(_Model):
+    """A PR review: only its state, text and who wrote it, in what role."""
+
+    id: int
+    state: str  # APPROVED, CHANGES_REQUESTED, COMMENTED, DISMISSED, PENDING
+    body: str
+    user_login: str | None
+    author_association: str
+
+    def approves_for_maintainers(self, pull_author: str | None) -> bool:
+        """An approval by someone with write access to the repository, not the PR's author."""
+        return (
+            self.state == "APPROVED"
+            and self.author_association in MAINTAINERS
+            and self.user_login is not None
+            and self.user_login != pull_author
+        )
+
+    @classmethod
+    def from_api(cls, data: dict[str, Any]) -> Review:
+        return cls(
+            id=data["id"],
+            state=data["state"],
+            body=data.get("body") or "",
+            user_login=_login(data.get("user")),
+            author_association=data.get("author_association") or "NONE",
         )
 
 

@@ -1,10 +1,11 @@
 """Acting on one stored webhook delivery: which PRs it concerns, then the bot's refresh of each.
 
-Runs on the webhook worker's thread, never on a request thread. `pull_request` events re-check
-file consistency (and so the acknowledgements: labels, body edits) and refresh the comment and
-check run; `workflow_run` completed refreshes them with the final verdict. The outcome says
-whether trying again later could help (GitHub down or rate limited) or not (a payload without
-its fields, a token that may not comment).
+Runs on the webhook worker's thread, never on a request thread. `pull_request` and
+`pull_request_review` events re-check file consistency (and so the acknowledgements: labels, body
+edits, approving reviews) and refresh the comment and check run; `workflow_run` completed
+refreshes them with the final verdict. The outcome says whether trying again later could help
+(GitHub down or rate limited) or not (a payload without its fields, a token that may not
+comment).
 """
 
 from __future__ import annotations
@@ -38,8 +39,11 @@ HANDLED: dict[str, frozenset[str]] = {
     "pull_request": frozenset(
         {"opened", "synchronize", "reopened", "edited", "labeled", "unlabeled"}
     ),
+    "pull_request_review": frozenset({"submitted", "edited", "dismissed"}),
     "workflow_run": frozenset({"completed"}),
 }
+#: Events after which the file-consistency findings (and their acks) are checked again.
+RECHECKS = frozenset({"pull_request", "pull_request_review"})
 #: Failures that may pass by themselves: worth another attempt after a backoff.
 TRANSIENT = (Unreachable, ServerError, RateLimited)
 #: The GitHub client's own retries stay short: the worker's backoff handles long outages, so one
@@ -110,6 +114,8 @@ def handle_delivery(context: DeliveryContext, delivery: QueuedDelivery) -> Outco
 def _pull_requests(engine: Engine, event: str, payload: dict[str, Any], repo: str) -> list[int]:
     if event == "pull_request":
         return [int(payload["number"])]
+    if event == "pull_request_review":
+        return [int(payload["pull_request"]["number"])]
     run = payload["workflow_run"]
     listed = [int(pr["number"]) for pr in run.get("pull_requests") or ()]
     if listed:
@@ -171,7 +177,7 @@ def _refresh_one(
         settings=bot,
         load_report=load_report,
         previous=previous,
-        recheck_files=event == "pull_request",
+        recheck_files=event in RECHECKS,
     )
     with Session(engine) as session:
         state.save_pull_state(session=session, repository=repo, number=number, state=new)

@@ -3,9 +3,9 @@
 `FakeGitHub.handle` takes an `httpx.Request` and returns an `httpx.Response`: tests use it behind
 `httpx.MockTransport`, or behind a real HTTP server on 127.0.0.1 (`serve()`). Every request is
 validated against shared/reference/github-rest-subset.json before it is answered and every
-answer after; bodies start from the contract's own examples. Four routes are outside that subset
-(an installation token, a file's contents, `GET /app`, `GET /user`) and are checked by hand, as
-GitHub documents them.
+answer after; bodies start from the contract's own examples. Five routes are outside that subset
+(an installation token, a file's contents, a PR's reviews, `GET /app`, `GET /user`) and are
+checked by hand, as GitHub documents them.
 """
 
 from __future__ import annotations
@@ -61,6 +61,7 @@ class FakeGitHub:
         self.check_runs: dict[int, dict[str, Any]] = {}
         self.statuses: list[dict[str, Any]] = []
         self.contents: dict[tuple[str, str, str], str] = {}  # (repo, path, ref) -> text
+        self.reviews: dict[tuple[str, int], list[dict[str, Any]]] = {}
         self.faults: list[Fault] = []
         self.calls: list[tuple[str, str]] = []
         self.rate_limit_reset: int | None = None  # answer with a spent primary limit
@@ -103,6 +104,21 @@ class FakeGitHub:
         comment["user"] = {**comment["user"], "login": login}
         self.comments.setdefault((repo, number), []).append(comment)
         return comment
+
+    def add_review(
+        self, repo: str, number: int, *, login: str, association: str, state: str, body: str
+    ) -> None:
+        """A submitted review, with the fields GitHub's review object carries that cpci reads."""
+        review = {
+            "id": next(self._ids),
+            "user": {"login": login},
+            "body": body,
+            "state": state,
+            "author_association": association,
+            "commit_id": self.pulls[(repo, number)]["head"]["sha"],
+            "submitted_at": NOW,
+        }
+        self.reviews.setdefault((repo, number), []).append(review)
 
     def fail(self, method: str, path: str, status: int, **kwargs: Any) -> None:
         self.faults.append(Fault(method, path, status, **kwargs))
@@ -289,6 +305,11 @@ def _create_status(fake: FakeGitHub, request: httpx.Request, p: dict[str, str]) 
     return fake.json(201, status)
 
 
+def _list_reviews(fake: FakeGitHub, request: httpx.Request, p: dict[str, str]) -> httpx.Response:
+    # Outside the subset: GET /repos/{owner}/{repo}/pulls/{pull_number}/reviews, paginated.
+    return fake.page(request, fake.reviews.get((f"{p['owner']}/{p['repo']}", int(p["n"])), []))
+
+
 def _contents(fake: FakeGitHub, request: httpx.Request, p: dict[str, str]) -> httpx.Response:
     # Outside the subset: GET /repos/{owner}/{repo}/contents/{path}, raw media type.
     assert request.headers["accept"] == "application/vnd.github.raw+json"
@@ -366,6 +387,7 @@ ROUTES: list[tuple[str, re.Pattern[str], str | None, Handler]] = [
         ("PATCH", r"/check-runs/(?P<id>\d+)", "/check-runs/{check_run_id}", _update_check),
         ("POST", r"/statuses/(?P<sha>[0-9a-f]+)", "/statuses/{sha}", _create_status),
         ("GET", r"/contents/(?P<path>.+)", None, _contents),
+        ("GET", r"/pulls/(?P<n>\d+)/reviews", None, _list_reviews),
     ]
 ] + [
     ("POST", re.compile(r"/app/installations/(?P<id>\d+)/access_tokens"), None, _app_token),

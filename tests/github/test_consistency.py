@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from cpci.cli import main
 from cpci.github.consistency import Acknowledgements, acknowledgements, evaluate
 from cpci.github.gitdiff import parse_name_status
-from cpci.github.models import ChangedFile
+from cpci.github.models import ChangedFile, Review
 from cpci.github.rules import RulesError, Steps, glob_pattern, parse_rules
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "cpci.yml"
@@ -104,6 +104,28 @@ def test_a_label_acknowledges_any_rule_a_body_line_only_warn_rules() -> None:
     assert by_author.failed
     assert "a maintainer adds the label `cpci-ack:pair`" in by_author.findings[0].message
     assert acknowledgements((), "we do not cpci-ack: pair inline") == Acknowledgements()
+
+
+def test_a_maintainers_approving_review_acknowledges_a_fail_rule() -> None:
+    rules = parse_rules("consistency:\n  - {name: pair, paths: [a, b], severity: fail}\n")
+    acked = acknowledgements((), "", approvals=["Looks right.\ncpci-ack: pair\n"])
+    assert [f.level for f in evaluate(rules, changed("a"), acked).findings] == ["note"]
+
+    def review(login: str, association: str, state: str = "APPROVED") -> Review:
+        return Review(
+            id=1,
+            state=state,
+            body="cpci-ack: pair",
+            user_login=login,
+            author_association=association,
+        )
+
+    assert review("maintainer", "MEMBER").approves_for_maintainers("author")
+    assert review("maintainer", "COLLABORATOR").approves_for_maintainers("author")
+    assert not review("author", "OWNER").approves_for_maintainers("author")  # self-approval
+    assert not review("drive-by", "CONTRIBUTOR").approves_for_maintainers("author")
+    assert not review("drive-by", "NONE").approves_for_maintainers("author")
+    assert not review("maintainer", "MEMBER", "COMMENTED").approves_for_maintainers("author")
 
 
 @pytest.mark.parametrize(

@@ -216,3 +216,33 @@ def test_acks_by_label_or_body_edit_are_seen_without_a_push(bot: Bot) -> None:
     bot.deliver("", "d-4", event="pull_request", body=_pull_event("unlabeled", label=label))
     assert _levels(bot) == [("strict", "fail"), ("soft", "note")]
     assert [d for d in bot.deliveries() if d[1] != "done"] == []
+
+
+def test_a_maintainers_approving_review_acknowledges_at_once(bot: Bot) -> None:
+    rules = f"consistency:\n  - {{name: strict, paths: [{V1}, {V2}], severity: fail}}\n"
+    bot.fake.contents[(HELLO, ".github/cpci.yml", PR_BASE)] = rules
+    bot.fake.add_pull(HELLO, 2, head_sha=PR_HEAD, base_sha=PR_BASE, files=[("modified", V2)])
+    bot.deliver("", "d-1", event="pull_request", body=_pull_event("opened"))
+    assert _levels(bot) == [("strict", "fail")]
+    opened = json.loads(_pull_event("opened"))
+
+    def review_event(delivery: str, login: str, association: str) -> None:
+        text = "Both workers are fine.\ncpci-ack: strict"
+        bot.fake.add_review(
+            HELLO, 2, login=login, association=association, state="APPROVED", body=text
+        )
+        [review] = bot.fake.reviews[(HELLO, 2)][-1:]
+        event = {
+            "action": "submitted",
+            "review": review,
+            "pull_request": opened["pull_request"],
+            "repository": opened["repository"],
+            "sender": opened["sender"],
+        }
+        bot.deliver("", delivery, event="pull_request_review", body=json.dumps(event).encode())
+
+    review_event("d-2", "drive-by", "NONE")  # anyone may approve a public PR: that is no ack
+    assert _levels(bot) == [("strict", "fail")]
+    review_event("d-3", "maintainer", "MEMBER")
+    assert _levels(bot) == [("strict", "note")]
+    assert [d for d in bot.deliveries() if d[1] != "done"] == []
