@@ -31,7 +31,7 @@ from cpci.loss import (
 from cpci.loss.logs import compile_pattern
 from cpci.loss.trainings import STEPS_ENV, STEPS_PLACEHOLDER
 
-__all__ = ["LossFileError", "compare_losses", "read_losses", "register", "run"]
+__all__ = ["register", "run"]
 
 
 class UsageError(ValueError):
@@ -146,7 +146,10 @@ def _logs(args: argparse.Namespace) -> tuple[Path, Path]:
         training.argv(args.steps)
     logs = []
     for training in trainings:
-        print(f"cpci loss-compare: running the {training.name} training", file=sys.stderr)
+        log = training.log_in(folder)
+        print(
+            f"cpci loss-compare: running the {training.name} training (log: {log})", file=sys.stderr
+        )
         logs.append(run_training(training, folder, steps=args.steps, timeout=args.train_timeout))
     print(f"cpci loss-compare: logs in {folder}", file=sys.stderr)
     return logs[0], logs[1]

@@ -170,24 +170,30 @@ def _default_steps() -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--steps", type=int, help="steps to train (default: CPCI_STEPS, or 20)")
-    parser.add_argument("--cp", type=int, default=1, help="CP size: ranks to spawn (gloo, CPU)")
+    parser.add_argument(
+        "--cp", type=int, help="CP size: ranks to spawn (gloo, CPU); default 1, or torchrun's"
+    )
     parser.add_argument("--lr", type=float, default=TinyConfig.lr, help="SGD learning rate")
     parser.add_argument("--out", type=Path, help="write the step/loss log here (rank 0)")
     args = parser.parse_args(argv)
     steps = args.steps if args.steps is not None else _default_steps()
-    if steps < 1 or args.cp < 1:
-        parser.error(f"--steps and --cp must be >= 1, got {steps} and {args.cp}")
+    torchrun_world = int(os.environ["WORLD_SIZE"]) if "RANK" in os.environ else None
+    cp = args.cp or torchrun_world or 1
+    if steps < 1 or cp < 1:
+        parser.error(f"--steps and --cp must be >= 1, got {steps} and {cp}")
+    if torchrun_world is not None and cp != torchrun_world:
+        parser.error(f"--cp {cp} under torchrun of {torchrun_world} ranks: drop --cp or match it")
     cfg = replace(TinyConfig(), lr=args.lr)
-    if "RANK" in os.environ:  # under torchrun: its world is the CP group
+    if torchrun_world is not None:  # under torchrun: its world is the CP group
         dist.init_process_group("gloo")
         losses = train(steps, group=dist.group.WORLD, cfg=cfg)
         if dist.get_rank() == 0:
             _emit(format_log(losses), args.out)
         dist.destroy_process_group()
-    elif args.cp == 1:
+    elif cp == 1:
         _emit(format_log(train(steps, cfg=cfg)), args.out)
     else:
-        _spawn(args.cp, steps, cfg, args.out)
+        _spawn(cp, steps, cfg, args.out)
     return 0
 
 

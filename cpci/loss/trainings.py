@@ -10,12 +10,15 @@ in the output folder, which is kept for inspection; that file is what the losses
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
+import signal
 import subprocess
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 STEPS_ENV = "CPCI_STEPS"
 STEPS_PLACEHOLDER = "{steps}"
@@ -32,6 +35,10 @@ class Training:
 
     name: str
     command: str
+
+    def log_in(self, folder: Path) -> Path:
+        """Where its output is kept in `folder`."""
+        return folder / f"{self.name}.log"
 
     def argv(self, steps: int | None) -> list[str]:
         """The command split into arguments, with `{steps}` filled in."""
@@ -55,18 +62,17 @@ def run_training(
 ) -> Path:
     """Run `training` to completion, its output in `folder/<name>.log`; returns that path.
 
-    Raises TrainingError when the command cannot start, times out or exits non-zero.
+    Raises TrainingError when the command cannot start, times out or exits non-zero. The
+    training runs in its own session: on a timeout (or Ctrl-C) all its processes are killed.
     """
     argv = training.argv(steps)
-    log = folder / f"{training.name}.log"
+    log = training.log_in(folder)
     env = dict(os.environ)
     if steps is not None:
         env[STEPS_ENV] = str(steps)
     try:
         with log.open("wb") as out:
-            process = subprocess.run(
-                argv, stdout=out, stderr=subprocess.STDOUT, env=env, timeout=timeout, check=False
-            )
+            returncode = _run(argv, out, env, timeout)
     except FileNotFoundError as exc:
         raise TrainingError(
             f"the {training.name} training cannot start: {argv[0]!r} not found "
@@ -74,14 +80,30 @@ def run_training(
         ) from exc
     except subprocess.TimeoutExpired as exc:
         raise TrainingError(
-            f"the {training.name} training ran past {timeout:g} s and was stopped\n{log_tail(log)}"
+            f"the {training.name} training ran past {exc.timeout:g} s and was stopped, "
+            f"with every process it started\n{log_tail(log)}"
         ) from exc
-    if process.returncode != 0:
+    if returncode != 0:
         raise TrainingError(
-            f"the {training.name} training exited with status {process.returncode} "
+            f"the {training.name} training exited with status {returncode} "
             f"({shlex.join(argv)}); fix it, then rerun\n{log_tail(log)}"
         )
     return log
+
+
+def _run(argv: list[str], out: IO[bytes], env: dict[str, str], timeout: float | None) -> int:
+    """Run to the end; on timeout or interrupt kill the whole process group, so the ranks a
+    launcher (torchrun, mp.spawn) started do not outlive it, holding GPUs and ports."""
+    process = subprocess.Popen(
+        argv, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
+    )
+    try:
+        return process.wait(timeout)
+    except BaseException:  # TimeoutExpired, KeyboardInterrupt
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        raise
 
 
 def log_tail(log: Path, lines: int = TAIL_LINES) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from cpci.cli.loss_compare import LossFileError, compare_losses, read_losses
+from cpci.loss import LossFileError, compare_losses, read_losses
 
 
 def cpci(*args: str | Path) -> subprocess.CompletedProcess[str]:
@@ -317,3 +317,28 @@ def test_run_mode_usage_errors_exit_2(args: list[str], message: str) -> None:
     result = cpci(*args)
     assert result.returncode == 2
     assert message in result.stderr
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie awaiting its reaper counts as gone)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in ("Z", "X")
+
+
+def test_run_mode_timeout_kills_the_training_and_its_ranks(tmp_path: Path) -> None:
+    """A hung training is stopped with every process it started (a launcher's ranks)."""
+    rank = (
+        "import os, threading; print('rank pid', os.getpid(), flush=True); threading.Event().wait()"
+    )
+    launcher = f"import subprocess, sys; subprocess.Popen([sys.executable, '-c', {rank!r}]).wait()"
+    ok = f"{PY} -c 'print(\"step: 1 loss: 1.0\")'"
+    result = run_mode(tmp_path, ok, f"{PY} -c {shlex.quote(launcher)}", "--train-timeout", "5")
+    assert result.returncode == 2
+    assert "the test training ran past 5 s and was stopped" in result.stderr
+    log = (tmp_path / "out" / "test.log").read_text()
+    assert "rank pid" in log, "the rank did not start within the timeout; the machine is slow"
+    pid = int(log.split("rank pid", 1)[1].split()[0])
+    assert not _alive(pid), f"rank {pid} outlived its training"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from cpci.cli.loss_compare import compare_losses, read_losses
+from cpci.loss import compare_losses, read_losses
 from cpci.runner import DistContext
 
 dist = pytest.importorskip("torch.distributed")
