@@ -73,12 +73,13 @@ def _upload(settings: ActionSettings, outcome: SuiteOutcome) -> str:
     from cpci.upload.credentials import CredentialsError
     from cpci.upload.envelope import EnvelopeError, RunFields, build_envelope
     from cpci.upload.send import Backoff, UploadFailed, deliver
-    from cpci.upload.spool import Spool, default_spool_dir
+    from cpci.upload.spool import Binding, Spool, default_spool_dir
 
     fields = RunFields(shard=f"{settings.shard_index}/{settings.shard_total}", leg=settings.leg)
     try:
         envelope = build_envelope(fields, outcome.all_records, os.environ)
-        done = deliver(settings.server_url, _token_source(settings), envelope,
+        binding = Binding.for_job(settings.server_url, envelope.repository, os.environ)
+        done = deliver(binding, _token_source(settings), envelope,
                        spool=Spool(default_spool_dir()), backoff=Backoff())  # fmt: skip
     except (EnvelopeError, CredentialsError, UploadFailed) as exc:
         print(f"::error title=cpci upload::{exc}", flush=True)

@@ -116,8 +116,6 @@ def run(args: argparse.Namespace) -> int:
     if not server:
         print("cpci upload: --server (or CPCI_SERVER) is required", file=sys.stderr)
         return 2
-    # In Actions a job vouches only for its own run's spooled uploads (see cpci.upload.spool).
-    run_id = os.environ.get("GITHUB_RUN_ID") if os.environ.get("GITHUB_ACTIONS") else None
     if args.flush:
         repository = args.repository or os.environ.get("GITHUB_REPOSITORY")
         if not repository:
@@ -127,8 +125,9 @@ def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 2
+        binding = Binding.for_job(server, repository, os.environ)
         try:
-            done = flush(spool, Binding(server, repository, run_id), token, backoff=backoff)
+            done = flush(spool, binding, token, backoff=backoff)
         except CredentialsError as exc:
             print(f"cpci upload: {exc}", file=sys.stderr)
             return 2
@@ -152,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
     )  # fmt: skip
     try:
         envelope = build_envelope(fields, records, os.environ)
-        binding = Binding(server, envelope.repository, run_id)
+        binding = Binding.for_job(server, envelope.repository, os.environ)
         delivered = deliver(binding, token, envelope, spool=spool, backoff=backoff)
         ancestry = ""
         if delivered.receipt is not None:

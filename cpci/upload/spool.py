@@ -55,6 +55,12 @@ class Binding:
     repository: str
     ci_run_id: str | None = None
 
+    @classmethod
+    def for_job(cls, server: str, repository: str, environ: Mapping[str, str]) -> Binding:
+        """This job's binding: in GitHub Actions a job vouches only for its own run's items."""
+        in_actions = environ.get("GITHUB_ACTIONS") == "true"
+        return cls(server, repository, environ.get("GITHUB_RUN_ID") if in_actions else None)
+
     def refuses(self, item: Binding) -> str | None:
         """Why an item bound to `item` may not be flushed by this job (None: it may)."""
         if normalise_server(item.server) != normalise_server(self.server):
