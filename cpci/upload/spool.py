@@ -95,7 +95,10 @@ class Spool:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
 
-    def put(self, binding: Binding, envelope: RunEnvelope) -> Path:
+    def put(self, binding: Binding | str, envelope: RunEnvelope) -> Path:
+        """Spool `envelope` for `binding` (a bare server URL binds to its repository)."""
+        if isinstance(binding, str):
+            binding = Binding(binding, envelope.repository)
         body = envelope.model_dump_json(by_alias=True)
         server = normalise_server(binding.server)
         digest = hashlib.sha256(f"{server}\n{body}".encode()).hexdigest()[:32]
