@@ -191,5 +191,8 @@ def test_crash_at_world_start_is_not_run_for_the_whole_batch_with_the_reason(
         assert record["attempt"] == 1
     assert worlds_started(result.stdout.str()) == 1  # no pointless respawns, no reruns
     result.stdout.fnmatch_lines(
-        ["*2 not run (never started: no verdict on their code):*", "ERROR *test_a[[]0[]]*"]
+        [
+            "*2 not run (never started: no verdict on their code):*",
+            "ERROR *test_a[[]0[]] - not run: world start-up failed*",
+        ]
     )

@@ -139,7 +139,10 @@ def test_reruns_with_isolation_number_attempts_once_per_config(tmp_path: Path) -
     assert broken["rank_errors"][-1]["message"] == "failed 3/3 attempts"
     assert worlds_started(result.stdout.str()) == 5  # shared, then 2 for b and 2 for c
     result.stdout.fnmatch_lines(
-        ["*ORDER-DEPENDENT: passes alone, fails after test_iso.py::test_a_pollutes*"]
+        [
+            "*ORDER-DEPENDENT: passes alone, fails after test_iso.py::test_a_pollutes*",
+            "FAILED *test_b_order_dependent - order-dependent: passes alone*",
+        ]
     )
 
 
