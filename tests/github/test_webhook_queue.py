@@ -20,7 +20,7 @@ from cpci.github.webhooks import sign
 from cpci.server.core.db import create_db_engine, writer
 from cpci.server.core.migrate import upgrade
 from cpci.server.crud import github as queue
-from cpci.server.models import GitHubDelivery, utcnow
+from cpci.server.models import GitHubDelivery, as_utc, utcnow
 from cpci.server.webhook_worker import WorkerPolicy
 from tests.github.contract import require_reference
 from tests.github.fake_github import FakeGitHub
@@ -188,3 +188,31 @@ def test_the_backoff_doubles_and_stops_after_max_attempts() -> None:
     assert [(w - now).total_seconds() if w else None for w in waits] == [30, 60, 100, None]
     with pytest.raises(ValueError, match="max_attempts must be >= 1"):
         WorkerPolicy(max_attempts=0)
+
+
+def test_a_long_rate_limit_is_waited_out_between_attempts_not_inside_one(engine: Engine) -> None:
+    """GitHub asks for 15 minutes: the client does not sleep (its waits are bounded); the
+    delivery is queued again for the worker's next attempt, an hour on, and the worker is free."""
+    fake = FakeGitHub()
+    fake.add_pull(HELLO, 2, head_sha=PR_HEAD, base_sha=PR_BASE)
+    fake.fail("POST", "/comments$", 403, headers={"retry-after": "900"}, message="rate limit")
+    policy = WorkerPolicy(max_attempts=3, backoff_s=3600, poll_s=0.5)  # default client retries
+    before = utcnow()
+    with running_bot(engine, fake, policy=policy) as bot:
+        bot.deliver(OPENED, "d-1")  # drain() returns: nothing is due for an hour
+        row = _row(engine, "d-1")
+    assert (row.status, row.attempts) == ("queued", 1)
+    assert "attempt 1 of 3" in (row.detail or "")
+    assert "rate limit" in (row.detail or "").lower()
+    assert row.next_attempt_at is not None
+    assert as_utc(row.next_attempt_at) - before >= timedelta(minutes=59)
+    assert row.payload is not None  # kept for the next attempt
+
+
+def test_a_finished_delivery_lets_go_of_its_payload(engine: Engine) -> None:
+    fake = FakeGitHub()
+    fake.add_pull(HELLO, 2, head_sha=PR_HEAD, base_sha=PR_BASE)
+    with running_bot(engine, fake) as bot:
+        bot.deliver(OPENED, "d-1")
+    row = _row(engine, "d-1")
+    assert (row.status, row.payload, row.digest is not None) == ("done", None, True)

@@ -131,14 +131,15 @@ def finish_delivery(
     detail: str = "",
     retry_at: datetime | None = None,
 ) -> None:
-    """Record the outcome; a failure with `retry_at` is queued again for then."""
+    """Record the outcome; a failure with `retry_at` is queued again for then. A finished
+    delivery lets go of its payload (up to 25 MB): a redelivery brings it again."""
     row = _delivery(session, delivery_id)
     if row is None:
         return
     if retry_at is not None:
         row.status, row.next_attempt_at = "queued", retry_at
     else:
-        row.status, row.next_attempt_at = status, None
+        row.status, row.next_attempt_at, row.payload = status, None, None
     row.detail, row.lease_until = detail[:2000] or None, None
     session.add(row)
     session.commit()
