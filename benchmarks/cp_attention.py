@@ -38,6 +38,7 @@ from cpci.cp import (
     kernel,
     p2p,
 )
+from cpci.cp.backend import attention_policy
 from cpci.cp.harness import CaseSpec, make_inputs
 from cpci.cp.p2p import ring_step
 
@@ -166,14 +167,23 @@ def _median_time(fn: Callable[[], Any], reps: int) -> float:
 
 
 def _cp_step(
-    algorithm: str, groups: CPGroups, load_balance: bool, qkv: tuple[Any, ...], dout: Any
+    algorithm: str,
+    groups: CPGroups,
+    load_balance: bool,
+    qkv: tuple[Any, ...],
+    dout: Any,
+    world: int,
 ) -> Callable[[], None]:
     def step() -> None:
         leaves = [x.detach().requires_grad_() for x in qkv]
-        out = cp_attention(
-            *leaves, algorithm=algorithm, groups=groups, causal=True, load_balance=load_balance
+        policy = attention_policy(
+            device=dout.device, cp_size=world, head_dim=dout.shape[-1], dtype=dout.dtype
         )
-        out.backward(dout)
+        with policy:  # as in the suite: the SDPA backend policy around every CP call
+            out = cp_attention(
+                *leaves, algorithm=algorithm, groups=groups, causal=True, load_balance=load_balance
+            )
+            out.backward(dout)
 
     return step
 
@@ -184,24 +194,31 @@ def _rank_main(rank: int, world: int, init_file: str, args: argparse.Namespace) 
     if use_cuda:
         torch.cuda.set_device(device)
     dist.init_process_group(
-        "nccl" if use_cuda else "gloo", init_method=f"file://{init_file}", rank=rank,
+        "nccl" if use_cuda else "gloo",
+        init_method=f"file://{init_file}",
+        rank=rank,
         world_size=world,
-    )  # fmt: skip
+    )
     torch.set_num_threads(1)
     a2a_group, p2p_group = hierarchical_groups(2, rank=rank, ranks=list(range(world)))
     rows = []
     for algorithm in ("all_gather", "p2p", "a2a", "a2a_p2p"):
         for load_balance in (True, False):
             spec = CaseSpec(
-                batch=1, seq=args.seq, heads_q=4, heads_kv=4, head_dim=32, causal=True,
+                batch=1,
+                seq=args.seq,
+                heads_q=4,
+                heads_kv=4,
+                head_dim=32,
+                causal=True,
                 load_balance=load_balance,
-            )  # fmt: skip
+            )
             inputs = make_inputs(spec, device=device)
             balancer = SequenceBalancer(spec.seq, world, head_tail=load_balance)
             q, k, v, dout = (balancer.shard(x, 1, rank) for x in vars(inputs).values())
             groups = CPGroups(a2a=a2a_group, p2p=p2p_group)
 
-            step = _cp_step(algorithm, groups, load_balance, (q, k, v), dout)
+            step = _cp_step(algorithm, groups, load_balance, (q, k, v), dout, world)
             seconds = _median_time(step, args.reps)
             meter = Meter()
             with meter.installed():
