@@ -27,13 +27,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from cpci.runner.planning import ConfigSpec
-from cpci.schema import FAILING_OUTCOMES, NOT_RUN_OUTCOMES, RankError, ResultRecord
+from cpci.runner.rank_errors import world_note
+from cpci.schema import FAILING_OUTCOMES, NOT_RUN_OUTCOMES, ResultRecord
 
 #: Outcomes worth a rerun: failures of a config that ran.
 RERUN_OUTCOMES = FAILING_OUTCOMES - NOT_RUN_OUTCOMES
 #: Predecessors named in an order-dependence message; the full list goes in its detail.
 NAMED_PREDECESSORS = 3
-_MESSAGE_MAX = 2_000  # RankError.message's bound
 
 
 @dataclass(frozen=True)
@@ -141,7 +141,7 @@ class _Attempts:
         if self.stopped:
             notes.append(self.stopped)
         if self._held:  # a record already written stays as it was written
-            extra = [RankError(rank=-1, phase="rerun", message=n[:_MESSAGE_MAX]) for n in notes]
+            extra = [world_note("rerun", n) for n in notes]
             record = record.model_copy(
                 update={"isolation": isolation, "rank_errors": [*record.rank_errors, *extra]}
             )
@@ -157,7 +157,7 @@ class _Attempts:
             "Failed in a shared world, passed alone, and failed again when run after the configs "
             "that ran before it in that world:\n" + "\n".join(names)
         )
-        note = RankError(rank=-1, phase="isolation", message=message[:_MESSAGE_MAX], detail=detail)
+        note = world_note("isolation", message, detail)
         record = self.latest.record.model_copy(
             update={
                 "outcome": "failed",

@@ -17,13 +17,13 @@ from dataclasses import replace
 from cpci.runner.attempts import Attempt, Delivery, RerunPolicy, settle
 from cpci.runner.planning import Batch, ConfigSpec
 from cpci.runner.progress import RunStats
+from cpci.runner.rank_errors import world_note
 from cpci.runner.world import AgreedOutcome, World, WorldFailure, WorldLaunch, WorldResult
-from cpci.schema import BatchInfo, RankError, ResultRecord
+from cpci.schema import BatchInfo, ResultRecord
 
 __all__ = ["Deliver", "Delivery", "Scheduler", "Slots"]
 
 Deliver = Callable[[Delivery], None]
-_MESSAGE_MAX = 2_000  # RankError.message's bound
 
 
 class Slots:
@@ -274,7 +274,7 @@ class Scheduler:
         log: bool,
     ) -> Attempt:
         """A config that never began: red, but no evidence about its code."""
-        message = f"not run: {why}"[:_MESSAGE_MAX]
+        message = f"not run: {why}"
         record = ResultRecord(
             nodeid=spec.nodeid,
             world_size=spec.world_size,
@@ -282,9 +282,7 @@ class Scheduler:
             params=spec.params,
             outcome="not_run",
             duration_s=0.0,
-            rank_errors=[
-                RankError(rank=-1, phase="world", message=message, detail=f"{message}\n{detail}")
-            ],
+            rank_errors=[world_note("world", message, f"{message}\n{detail}")],
             attempt=attempt,
             batch=_batch_info(batch, world_no),
         )

@@ -22,7 +22,7 @@ from typing import Any, Literal, NamedTuple
 from cpci.runner.journal import JournalReader
 from cpci.runner.planning import Batch, ConfigSpec
 from cpci.runner.processes import kill_tree
-from cpci.runner.rank_order import first_failing_first
+from cpci.runner.rank_errors import first_failing_first
 from cpci.schema import Outcome, RankError
 
 #: How often the parent looks at the world's files. Ranks never wait for the parent.

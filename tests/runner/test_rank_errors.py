@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cpci.runner.rank_order import first_failing_first
+from cpci.runner.rank_errors import DETAIL_MAX, MESSAGE_MAX, first_failing_first, world_note
 from cpci.schema import RankError
 from tests.runner.conftest import by_nodeid, results, run_pytest
 
@@ -23,6 +23,12 @@ def test_earliest_failure_first_then_ranks_without_a_time_then_the_world() -> No
         (0, "boom"),  # no failure time known: after those that have one
         (-1, "world"),
     ]
+
+
+def test_a_world_note_too_long_for_the_schema_is_clipped_not_refused() -> None:
+    note = world_note("isolation", "m" * (MESSAGE_MAX + 5), "d" * (DETAIL_MAX + 5))
+    assert (note.rank, note.phase) == (-1, "isolation")
+    assert (len(note.message), len(note.detail)) == (MESSAGE_MAX, DETAIL_MAX)
 
 
 SUITE = """

@@ -1,4 +1,6 @@
-"""Which rank's error leads a record: the rank that failed first, not the lowest rank number.
+"""A record's `rank_errors`: which rank's error leads, and the runner's own world-level notes.
+
+The rank that failed first leads, not the lowest rank number.
 
 When one rank dies, the others fail after it and log what they saw (an NCCL "remote process
 exited", a gloo "connection closed by peer"). Those echoes look like infrastructure trouble;
@@ -12,6 +14,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from cpci.schema import RankError
+
+#: RankError's bounds (cpci.schema): notes are clipped to them rather than refused.
+MESSAGE_MAX = 2_000
+DETAIL_MAX = 200_000
 
 
 def first_failing_first(
@@ -31,3 +37,14 @@ def first_failing_first(
         return (0, when, error.rank) if when is not None else (1, 0.0, error.rank)
 
     return sorted(errors, key=key)
+
+
+def world_note(phase: str, message: str, detail: str = "") -> RankError:
+    """A world-level entry (rank -1) written by the runner itself, clipped to the schema's bounds.
+
+    Its text may quote node ids and rank logs of any length; an entry the schema refuses would
+    lose the whole record.
+    """
+    return RankError(
+        rank=-1, phase=phase, message=message[:MESSAGE_MAX], detail=detail[:DETAIL_MAX]
+    )
