@@ -98,7 +98,9 @@ def run(args: argparse.Namespace) -> int:
         baseline, test, exact=args.assert_equal, rtol=args.rtol, atol=args.atol
     )
     if args.json:
-        print(json.dumps(as_json(comparison)))
+        payload = as_json(comparison)
+        payload["logs"] = {"baseline": str(baseline_log), "test": str(test_log)}
+        print(json.dumps(payload))
     else:
         print(format_table(comparison))
     return 0 if comparison.ok else 1

@@ -278,8 +278,12 @@ def test_run_mode_passes_steps_by_placeholder_and_env(tmp_path: Path) -> None:
     by_env = f'{PY} -c \'import os; print("step: 1 loss:", os.environ["CPCI_STEPS"])\''
     result = run_mode(tmp_path, by_arg, by_env, "--steps", "7", "--json")
     assert result.returncode == 0, result.stderr
-    row = json.loads(result.stdout)["rows"][0]
-    assert row == {"step": 1, "baseline": 7.0, "test": 7.0, "difference": 0.0}
+    payload = json.loads(result.stdout)
+    assert payload["rows"][0] == {"step": 1, "baseline": 7.0, "test": 7.0, "difference": 0.0}
+    assert payload["logs"] == {
+        "baseline": str(tmp_path / "out" / "baseline.log"),
+        "test": str(tmp_path / "out" / "test.log"),
+    }
 
 
 def test_run_mode_failed_training_shows_its_log_tail(tmp_path: Path) -> None:
