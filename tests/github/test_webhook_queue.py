@@ -72,10 +72,14 @@ def test_the_202_comes_before_any_github_call(engine: Engine) -> None:
         assert (response.status_code, response.json()["status"]) == (202, "queued")
         assert reached.wait(60), "the worker never called GitHub"
         assert bot.deliveries() == [("d-1", "running")]
+        again = bot.http.post("/github/webhook", content=body, headers=headers)
+        assert (again.status_code, again.json()["status"]) == (202, "queued")
+        assert bot.deliveries() == [("d-1", "running")]  # left to the worker that holds it
         release.set()
         assert bot.worker.drain(timeout_s=60)
         assert bot.deliveries() == [("d-1", "done")]
         assert len(fake.comments[(HELLO, 2)]) == 1
+        assert fake.calls.count(("GET", f"/repos/{HELLO}/pulls/2")) == 1
 
 
 def test_a_github_outage_is_retried_by_the_worker(engine: Engine) -> None:

@@ -44,14 +44,17 @@ def record_delivery(
 ) -> Receipt:
     """Store a delivery (queued work with its payload, or ignored) before it is answered.
 
-    A GUID seen before is a `duplicate` only once its work finished; a queued, running or failed
-    one is queued again (GitHub's manual redelivery is how a person retries). A body stored
+    A GUID seen before is a `duplicate` only once its work finished; a queued or failed one is
+    queued again (GitHub's manual redelivery is how a person retries), one a worker holds now
+    is left to it (`requeued`, unchanged). A body stored
     before under another GUID is a `replay` and is not stored again.
     """
     existing = _delivery(session, delivery_id)
     if existing is not None:
         if existing.status in FINISHED:
             return "duplicate"
+        if existing.status == "running" and as_utc(existing.lease_until or now) > now:
+            return "requeued"  # a worker holds it now; two at once could both comment
         _queue(existing, now)
         existing.payload = payload if payload is not None else existing.payload
         session.add(existing)
