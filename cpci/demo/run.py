@@ -89,7 +89,9 @@ class Service:
         raise RuntimeError(f"cpci serve did not answer within {timeout_s:g} s; see {self.log.name}")
 
     def create_token(self) -> str:
+        # The demo uploads main's history as well as the PR: a branch-scoped token.
         command = [sys.executable, "-m", "cpci", "token", "create", REPOSITORY, "--json"]
+        command += ["--scope", "branch"]
         made = subprocess.run(command, env=self.env, capture_output=True, text=True, check=True)
         return str(json.loads(made.stdout)["token"])
 
