@@ -84,19 +84,22 @@ def build_report(
     pending = not inputs.shards.complete
     no_baseline_note = inputs.baseline.note
     legs = {key.leg for key in inputs.head}
-    known_by_pk: dict[int, FlakinessAssessment | None] = {}
+    known_by_pk: dict[int, FlakinessAssessment] = {}  # a config on several legs: assess once
+    histories, base_map = inputs.histories, inputs.base
     for at in sorted(inputs.head, key=lambda at: (inputs.configs[at.pk], at.leg)):
         head = inputs.head[at]
-        base = _base_of(inputs.base, at)
+        base = _base_of(base_map, at) if base_map is not None else None
         key = inputs.configs[at.pk]
         test = None
         if pending:
             verdict, reason, rule, known = "pending", inputs.shards.text, None, None
         else:
-            if at.pk not in known_by_pk:
-                history = inputs.histories.get(at.pk)
-                known_by_pk[at.pk] = assess_flakiness(history, policy) if history else None
-            known = known_by_pk[at.pk]
+            history = histories.get(at.pk)  # loaded for failing configs only
+            known = None
+            if history:
+                known = known_by_pk.get(at.pk)
+                if known is None:
+                    known = known_by_pk[at.pk] = assess_flakiness(history, policy)
             decision = decide(head, base, known, no_baseline_note, evidence)
             verdict, reason, rule = decision.verdict, decision.reason, decision.infra_rule
             test = decision.evidence
@@ -142,13 +145,13 @@ def build_report(
 
 
 def _base_of(
-    base: Mapping[ConfigLeg, Sequence[ResultView]] | None, at: ConfigLeg
+    base: Mapping[ConfigLeg, Sequence[ResultView]], at: ConfigLeg
 ) -> Sequence[ResultView] | None:
     """The base's results on the same leg; a base run without a matrix stands for every leg."""
-    if base is None:
-        return None
     found = base.get(at)
-    return found if found is not None or not at.leg else base.get(ConfigLeg(at.pk, ""))
+    if found is None and at.leg:
+        return base.get(ConfigLeg(at.pk, ""))
+    return found
 
 
 def _shifts(inputs: ReportInputs) -> tuple[list[ShiftFinding], list[ShiftFinding]]:

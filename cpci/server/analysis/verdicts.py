@@ -133,13 +133,13 @@ def decide(
 ) -> Decision:
     """The verdict for one config. `base` is None when the baseline has no result for it;
     `known` is its flakiness from trusted history (None when not looked up)."""
-    ran = [r for r in head if r.outcome not in NOT_RUN_OUTCOMES]
     head_state = state_of(head)
     base_state = state_of(base) if base else None
+    if head_state == "pass":  # the common case first: a report decides for every config
+        return _FIXED if base_state == "fail" else _PASSED
+    ran = [r for r in head if r.outcome not in NOT_RUN_OUTCOMES]
     if head_state == "skip":
         return _not_run(head) if len(ran) < len(head) else _SKIPPED
-    if head_state == "pass":
-        return _FIXED if base_state == "fail" else _PASSED
     order = _order_dependent(ran)
     if order is not None:
         return _order_dependent_against_base(order, base_state, baseline_note)
