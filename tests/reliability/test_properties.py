@@ -75,13 +75,15 @@ def test_a_new_failure_is_a_failure_nothing_else_explains(
     assert state_of(head) == "fail"
     assert base
     assert state_of(base) == "pass"
+    if any(r.isolation == "order-dependent" for r in head):
+        return  # reproduced after its predecessors: neither a flake nor the machine
     if known and known.flaky and known.record.trials:
         assert decision.evidence is not None
         assert decision.evidence.chance < decision.evidence.threshold
     failing = [r for r in head if r.outcome in FAILING_OUTCOMES and r.outcome not in NOT_RUN]
     infra_looking = any(infra_signature(r.outcome, (r.culprit,)) for r in failing)
     assert not infra_looking or len(failing) >= INFRA_REPEATS
-    assert failing or any(r.isolation == "order-dependent" for r in head)
+    assert failing
 
 
 COMMITS = st.sampled_from(["a" * 40, "b" * 40, "c" * 40, "d" * 40])
