@@ -35,8 +35,13 @@ from pathlib import Path
 # are disjoint, so the match is deterministic and linear.
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 _RANK_PREFIX = re.compile(r"\[(?:rank|default)(\d++)\]:")
-_FIELD = re.compile(r"(?<![\w.])(step|loss)(?!\w)[ \t]*+[:=]?+[ \t]*+([^\s|,;]*+)", re.IGNORECASE)
-_STEP_VALUE = re.compile(r"(\d++)(?:/\d++)?+")
+# A field: its name (optionally quoted, as in a printed dict), `:` or `=`, and a value that ends
+# at whitespace or punctuation that never belongs to a number.
+_FIELD = re.compile(
+    r"""(?<![\w.])(step|loss)(?!\w)["']?+[ \t]*+[:=]?+[ \t]*+([^\s|,;:=()\[\]{}<>"']*+)""",
+    re.IGNORECASE,
+)
+_STEP_VALUE = re.compile(r"(\d++)(?:/\d*+)?+")
 _NOT_TRAINING = frozenset({"validate", "validation", "val", "eval", "evaluation"})
 
 

@@ -71,7 +71,13 @@ def run_training(
     if steps is not None:
         env[STEPS_ENV] = str(steps)
     try:
-        with log.open("wb") as out:
+        # Never through a link planted in a shared folder: it would aim our writes elsewhere.
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
+        fd = os.open(log, flags, 0o644)
+    except OSError as exc:
+        raise TrainingError(f"cannot write {log}: {exc.strerror} (is it a link?)") from exc
+    try:
+        with open(fd, "wb") as out:
             returncode = _run(argv, out, env, timeout)
     except FileNotFoundError as exc:
         raise TrainingError(

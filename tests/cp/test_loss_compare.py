@@ -299,6 +299,18 @@ def test_run_mode_failed_training_shows_its_log_tail(tmp_path: Path) -> None:
     assert "cannot start: 'no-such-training-command' not found" in missing.stderr
 
 
+def test_run_mode_never_writes_through_a_planted_link(tmp_path: Path) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "baseline.log").symlink_to(victim)
+    echo = f"{PY} -c 'print(\"step: 1 loss: 1.0\")'"
+    result = run_mode(tmp_path, echo, echo)
+    assert result.returncode == 2
+    assert "cannot write" in result.stderr
+    assert victim.read_text() == "keep me\n"
+
+
 def test_run_mode_runs_no_shell(tmp_path: Path) -> None:
     marker = tmp_path / "pwned"
     echo = f"{PY} -c 'print(\"step: 1 loss: 1.0\")'"

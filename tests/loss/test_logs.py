@@ -22,6 +22,11 @@ WHERE = "train.log:7"
         ("loss: 2.0 at step 5", LossLine(None, 5, 2.0)),
         ("Step: 2 Loss: -0.5", LossLine(None, 2, -0.5)),
         ("step: 3 loss scaling on, loss: 4.0", LossLine(None, 3, 4.0)),  # first numeric loss
+        ("Step 5: loss = 2.0", LossLine(None, 5, 2.0)),
+        ("(step 6) loss 2.0;", LossLine(None, 6, 2.0)),
+        ("{'step': 7, 'loss': 2.5}", LossLine(None, 7, 2.5)),
+        ('metrics {"step": 8, "loss": 1.5, "lr": 0.1}', LossLine(None, 8, 1.5)),
+        ("step 9/ 100 | loss: 1.25", LossLine(None, 9, 1.25)),
     ],
 )
 def test_loss_lines(line: str, expected: LossLine) -> None:
