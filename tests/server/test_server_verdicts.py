@@ -188,6 +188,10 @@ def test_infra_rules_read_the_rank_that_failed_first() -> None:
     assert culprit.startswith("Fatal Python error")
     crash = ResultView("crashed", messages=("...",), culprit=culprit)
     assert decide([crash], [P], None).verdict == "new_failure"
+    # Whatever order the ranks' errors arrive in, a peer's death is not the cause.
+    assert culprit_error([SEGFAULT[1], SEGFAULT[0]]).startswith("Fatal Python error")
+    everyone_lost = [SEGFAULT[1], {**SEGFAULT[1], "rank": 1}]
+    assert infra_signature("crashed", (culprit_error(everyone_lost),)) is not None
     # The world-level entry speaks only when no rank does.
     assert culprit_error(SEGFAULT[2:]) == "NCCL error: unhandled system error"
 

@@ -26,7 +26,7 @@ from typing import Any, Literal, NamedTuple
 from cpci.schema import FAILING_OUTCOMES, NOT_RUN_OUTCOMES
 from cpci.server.analysis.evidence import EvidencePolicy, FlakeRecord, FlakeTest, flake_test
 from cpci.server.analysis.flakiness import FlakinessAssessment
-from cpci.server.analysis.infra import infra_signature
+from cpci.server.analysis.infra import PEER_LOST, infra_signature
 from cpci.server.analysis.observations import PASSING_OUTCOMES
 from cpci.server.analysis.signatures import signature
 
@@ -54,13 +54,20 @@ class ResultView(NamedTuple):
 
 def culprit_error(errors: Sequence[Mapping[str, Any]] | None) -> str:
     """The error of the rank that failed first: the first rank's entry of `rank_errors` (the
-    runner writes them in journal order), its message and detail. The world-level entry (rank
-    -1) only speaks when no rank does (a world that never came up, a lost runner)."""
+    runner writes them in journal order), its message and detail, passing over ranks that only
+    report a peer's death ("remote process exited": the consequence, whatever the order). The
+    world-level entry (rank -1) only speaks when no rank does (a world that never came up)."""
     if not errors:
         return ""
-    ranked = [e for e in errors if int(e.get("rank", -1)) >= 0]
-    first = ranked[0] if ranked else errors[0]
-    return "\n".join(str(t) for t in (first.get("message"), first.get("detail")) if t)
+    texts = [
+        "\n".join(str(t) for t in (e.get("message"), e.get("detail")) if t)
+        for e in errors
+        if int(e.get("rank", -1)) >= 0
+    ]
+    if not texts:
+        first = errors[0]
+        return "\n".join(str(t) for t in (first.get("message"), first.get("detail")) if t)
+    return next((t for t in texts if not PEER_LOST.search(t)), texts[0])
 
 
 def state_of(results: Sequence[ResultView]) -> State:
