@@ -55,6 +55,15 @@ def register(sub: Any) -> None:
     runs.add_argument("--baseline-cmd", metavar="CMD", help="the baseline training command")
     runs.add_argument("--test-cmd", metavar="CMD", help="the training command under test")
     runs.add_argument(
+        "--train-cmd",
+        metavar="CMD",
+        help="one command for both, as torchtitan's loss compare takes it; each run appends "
+        "its --baseline-options / --test-options (neither: the same training twice, a "
+        "determinism check)",
+    )
+    runs.add_argument("--baseline-options", metavar="OPTS", default="", help="see --train-cmd")
+    runs.add_argument("--test-options", metavar="OPTS", default="", help="see --train-cmd")
+    runs.add_argument(
         "--steps",
         type=int,
         help=f"steps to train: replaces {STEPS_PLACEHOLDER} in the commands and is set as "
@@ -120,30 +129,56 @@ def _check(args: argparse.Namespace) -> None:
         raise UsageError(f"--steps must be >= 1, got {args.steps}")
     commands = args.baseline_cmd is not None, args.test_cmd is not None
     files = args.baseline is not None, args.test is not None
-    if any(commands) and any(files):
-        raise UsageError("give two logs or --baseline-cmd and --test-cmd, not both")
+    shared = args.train_cmd is not None
+    if (args.baseline_options or args.test_options) and not shared:
+        raise UsageError("--baseline-options and --test-options need --train-cmd")
+    if shared and any(commands):
+        raise UsageError("--train-cmd replaces --baseline-cmd/--test-cmd: give one or the other")
+    if (any(commands) or shared) and any(files):
+        raise UsageError("give two logs or trainings to run, not both")
     if any(commands) and not all(commands):
         missing = "--test-cmd" if args.test_cmd is None else "--baseline-cmd"
         raise UsageError(f"{missing} is missing: the run mode needs both commands")
-    if not any(commands) and not all(files):
+    if not any(commands) and not shared and not all(files):
         raise UsageError(
             "give two logs (cpci loss-compare BASELINE TEST) or two trainings to run "
-            "(--baseline-cmd CMD --test-cmd CMD)"
+            "(--baseline-cmd CMD --test-cmd CMD, or --train-cmd CMD with --baseline-options "
+            "and --test-options)"
         )
-    if not any(commands) and (args.steps is not None or args.output_folder is not None):
-        raise UsageError("--steps and --output-folder only apply with --baseline-cmd/--test-cmd")
+    if not (any(commands) or shared) and (args.steps is not None or args.output_folder):
+        raise UsageError("--steps and --output-folder only apply when cpci runs the trainings")
+
+
+def _trainings(args: argparse.Namespace) -> tuple[Training, Training] | None:
+    """The two trainings the arguments ask to run, or None when they give two logs."""
+    if args.train_cmd is not None:
+        return (
+            Training(
+                "baseline",
+                (("--train-cmd", args.train_cmd), ("--baseline-options", args.baseline_options)),
+            ),
+            Training(
+                "test", (("--train-cmd", args.train_cmd), ("--test-options", args.test_options))
+            ),
+        )
+    if args.baseline_cmd is None:
+        return None
+    return (
+        Training("baseline", (("--baseline-cmd", args.baseline_cmd),)),
+        Training("test", (("--test-cmd", args.test_cmd),)),
+    )
 
 
 def _logs(args: argparse.Namespace) -> tuple[Path, Path]:
     """The two logs to compare: the files given, or those of the trainings, run one by one."""
-    if args.baseline_cmd is None:
+    trainings = _trainings(args)
+    if trainings is None:
         return args.baseline, args.test
     folder: Path = args.output_folder or Path(tempfile.mkdtemp(prefix="cpci-loss-compare-"))
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"--output-folder {folder}: {exc.strerror}") from exc
-    trainings = Training("baseline", args.baseline_cmd), Training("test", args.test_cmd)
     for training in trainings:  # fail on a bad command before spending a training on the other
         training.argv(args.steps)
     logs = []

@@ -31,10 +31,12 @@ class TrainingError(RuntimeError):
 
 @dataclass(frozen=True)
 class Training:
-    """One training to run: its name (`baseline` or `test`, also the log's name) and command."""
+    """One training to run: its name (`baseline` or `test`, also the log's name) and its command,
+    given as the flags it came from, in order (`--baseline-cmd`, or `--train-cmd` and then
+    `--baseline-options`), so an error names the flag to fix."""
 
     name: str
-    command: str
+    parts: tuple[tuple[str, str], ...]
 
     def log_in(self, folder: Path) -> Path:
         """Where its output is kept in `folder`."""
@@ -42,19 +44,25 @@ class Training:
 
     def argv(self, steps: int | None) -> list[str]:
         """The command split into arguments, with `{steps}` filled in."""
-        try:
-            argv = shlex.split(self.command)
-        except ValueError as exc:
-            raise TrainingError(f"--{self.name}-cmd {self.command!r}: {exc}") from exc
+        argv: list[str] = []
+        for flag, text in self.parts:
+            try:
+                words = shlex.split(text)
+            except ValueError as exc:
+                raise TrainingError(f"{flag} {text!r}: {exc}") from exc
+            if STEPS_PLACEHOLDER in text and steps is None:
+                raise TrainingError(f"{flag} uses {STEPS_PLACEHOLDER} but no --steps was given")
+            argv += words
         if not argv:
-            raise TrainingError(f"--{self.name}-cmd is empty")
-        if any(STEPS_PLACEHOLDER in arg for arg in argv) and steps is None:
-            raise TrainingError(
-                f"--{self.name}-cmd uses {STEPS_PLACEHOLDER} but no --steps was given"
-            )
+            raise TrainingError(f"{self.parts[0][0]} is empty")
         if steps is None:
             return argv
         return [arg.replace(STEPS_PLACEHOLDER, str(steps)) for arg in argv]
+
+    @property
+    def command(self) -> str:
+        """The command as given, for messages."""
+        return " ".join(text for _, text in self.parts if text)
 
 
 def run_training(
@@ -82,7 +90,7 @@ def run_training(
     except FileNotFoundError as exc:
         raise TrainingError(
             f"the {training.name} training cannot start: {argv[0]!r} not found "
-            f"(--{training.name}-cmd {training.command!r})"
+            f"({training.parts[0][0]} {training.command!r})"
         ) from exc
     except subprocess.TimeoutExpired as exc:
         raise TrainingError(

@@ -273,6 +273,30 @@ def test_run_mode_diverging_training_exits_1(tmp_path: Path) -> None:
     assert "MISMATCH: step 2:" in result.stdout
 
 
+def test_shared_command_with_options_like_torchtitan(tmp_path: Path) -> None:
+    """`--train-cmd` + `--baseline-options`/`--test-options`: torchtitan's loss compare shape."""
+    result = cpci(
+        "--train-cmd",
+        f"{EXAMPLE} --steps {{steps}}",
+        "--baseline-options",
+        "--lr 0.5",
+        "--test-options",
+        "--lr 0.4",
+        "--steps",
+        "2",
+        "--output-folder",
+        tmp_path,
+        "--assert-equal",
+    )
+    assert result.returncode == 1, result.stderr
+    assert "MISMATCH: step 2:" in result.stdout
+    same = cpci(
+        "--train-cmd", f"{EXAMPLE} --steps 2", "--output-folder", tmp_path, "--assert-equal"
+    )
+    assert same.returncode == 0, same.stderr  # the same training twice: bit for bit
+    assert "2/2 steps compared" in same.stdout
+
+
 def test_run_mode_passes_steps_by_placeholder_and_env(tmp_path: Path) -> None:
     by_arg = f"{PY} -c 'import sys; print(\"step: 1 loss:\", sys.argv[1])' {{steps}}"
     by_env = f'{PY} -c \'import os; print("step: 1 loss:", os.environ["CPCI_STEPS"])\''
@@ -326,6 +350,9 @@ def test_run_mode_runs_no_shell(tmp_path: Path) -> None:
         (["--baseline-cmd", "x {steps}", "--test-cmd", "y"], "uses {steps} but no --steps"),
         (["--baseline-cmd", "'unclosed", "--test-cmd", "y"], "No closing quotation"),
         (["--steps", "3"], "give two logs (cpci loss-compare BASELINE TEST) or two trainings"),
+        (["--baseline-options", "--cp 1"], "--baseline-options and --test-options need"),
+        (["--train-cmd", "x", "--test-cmd", "y"], "--train-cmd replaces --baseline-cmd"),
+        (["--train-cmd", "x", "--test-options", "'a"], '--test-options "\'a": No closing'),
         (["--baseline-cmd", "x", "--test-cmd", "y", "--steps", "0"], "--steps must be >= 1"),
     ],
 )
