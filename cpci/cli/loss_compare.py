@@ -2,11 +2,12 @@
 
 The usual question after a CP change: does the CP=2 run train like the CP=1 run? Either give
 two logs (`cpci loss-compare BASELINE TEST`), or two training commands and let cpci run them
-(`--baseline-cmd CMD --test-cmd CMD [--steps N] [--output-folder DIR]`), as torchtitan's loss
-compare does. Logs are torchtitan's (colours, `[rankN]:` prefixes), plain `step: N loss: X`
-lines, JSON lines with `step` and `loss`, or any format a `--pattern` regex reads (see
-`cpci.loss.logs` for the rules). Exit status: 0 when the runs agree (or no check was asked
-for), 1 at the first diverging step, 2 on a usage error, an unreadable log or a failed training.
+(`--baseline-cmd CMD --test-cmd CMD [--steps N] [--output-folder DIR]`, or one `--train-cmd`
+with `--baseline-options`/`--test-options`), as torchtitan's loss compare does. Logs are
+torchtitan's (colours, `[rankN]:` prefixes), plain `step: N loss: X` lines, JSON lines with
+`step` and `loss`, or any format a `--pattern` regex reads (see `cpci.loss.logs` for the rules).
+Exit status: 0 when the runs agree (or no check was asked for), 1 at the first diverging step,
+2 on a usage error, an unreadable log or a failed training.
 """
 
 from __future__ import annotations
