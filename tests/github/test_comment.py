@@ -8,12 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from cpci.github import markdown as md
 from cpci.github.client import COMMENT_LIMIT, GitHubClient
 from cpci.github.comment import MARKER, CommentOptions, render, state_of
 from cpci.github.consistency import evaluate
 from cpci.github.models import ChangedFile
 from cpci.github.publish import upsert_comment
 from cpci.github.rules import parse_rules
+from cpci.server.analysis.evidence import FlakeTest
 from tests.github.fake_github import FakeGitHub
 from tests.github.reports import drift, flaky_evidence, report, verdict
 
@@ -190,3 +192,26 @@ def test_a_rerun_flaky_label_does_not_quote_history_counts() -> None:
     body = render(report(flaky=[rerun]), None, OPTIONS)
     assert "passed and failed at the head commit itself" in body
     assert "0 failure(s)" not in body
+
+
+def test_a_new_failure_shows_why_flakiness_was_ruled_out_and_its_leg() -> None:
+    test = FlakeTest(
+        failed_attempts=3,
+        history_failures=9,
+        history_trials=30,
+        rate_upper=0.4476,
+        level=0.95,
+        novel_signature=False,
+        novel_share=1.0,
+        chance=0.0897,
+        threshold=0.2,
+    )
+    reason = f"passes at base, fails at head; not explained by flakiness: {test.text()} < 20%"
+    failure = verdict("p2p-bf16", reason=reason, evidence=test, leg="a100")
+    body = render(report(new_failures=[failure]), None, OPTIONS)
+    (line,) = [x for x in body.splitlines() if "p2p-bf16" in x]
+    assert "on `a100`" in line
+    assert test.text() == "failed 3/3 attempts; known flaky rate <= 0.45 (9/30 failed); chance 9.0%"
+    assert md.text(test.text()) in line
+    plain = render(report(new_failures=[verdict("p2p-bf16")]), None, OPTIONS)
+    assert "passes at base" not in plain  # the section's title says as much

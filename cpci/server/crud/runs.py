@@ -164,7 +164,7 @@ def run_summary(*, session: Session, repo: Repository, ci_run_id: str, links: Li
     for pk, rs in sorted(results.items(), key=lambda item: keys[item[0]]):
         bad = [r for r in rs if r.outcome in FAILING_OUTCOMES]
         if bad:
-            rule = infra_signature(bad[0].outcome, bad[0].messages)
+            rule = infra_signature(bad[0].outcome, (bad[0].culprit,))
             failing.append(
                 FailingConfig(
                     config=keys[pk],
