@@ -31,9 +31,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-# CSI sequences (colours, cursor moves): ESC [ parameters intermediates final. The three classes
-# are disjoint, so the match is deterministic and linear.
-_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+# CSI sequences (colours, cursor moves): ESC [ parameters intermediates final; the three classes
+# are disjoint, so the match is deterministic and linear. Else a two-byte escape (ESC @ to _).
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-_]")
 _RANK_PREFIX = re.compile(r"\[(?:rank|default)(\d++)\]:")
 # A field: its name (optionally quoted, as in a printed dict), `:` or `=`, and a value that ends
 # at whitespace or punctuation that never belongs to a number.

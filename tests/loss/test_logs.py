@@ -51,3 +51,15 @@ def test_other_lines(line: str) -> None:
 def test_malformed_values_name_the_line() -> None:
     with pytest.raises(LossFileError, match=r"^train\.log:7: loss '1\.2\.3' is not a number$"):
         parse_line("step: 1 loss: 1.2.3", WHERE)
+
+
+@pytest.mark.parametrize(
+    "coloured",
+    [
+        "\x1b[38;5;196mstep: 1\x1b[0m loss: 2.5",  # 256-colour
+        "\x1b[1;32mstep: 1 \x1b[Kloss: 2.5",  # bold green, erase to end of line
+        "\x1bMstep: 1 loss: 2.5\x1b[",  # a two-byte escape, a cut-off one at the end
+    ],
+)
+def test_escape_sequences_are_ignored(coloured: str) -> None:
+    assert parse_line(coloured, WHERE) == LossLine(None, 1, 2.5)
