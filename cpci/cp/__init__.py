@@ -2,7 +2,9 @@
 
 One module per algorithm (`all_gather`, `p2p`, `a2a`, `a2a_p2p`), all built from the attention
 block in `kernel` and the token layout in `balancer`; `oracle` holds the single-process
-reference and the tolerances, `backend` the SDPA backend policy.
+reference and the tolerances, `backend` the SDPA backend policy (in force around every CP call
+that `harness` runs), `adapters` and `torch_cp` the other stacks checked the same way, and
+`train_example` a tiny CP training for `cpci loss-compare`.
 """
 
 from cpci.cp.a2a import a2a_attention

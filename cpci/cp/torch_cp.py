@@ -31,6 +31,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
+from cpci.cp.backend import attention_policy
 from cpci.cp.harness import CaseSpec, Prepared
 from cpci.cp.shapes import from_bhsd, to_bhsd
 
@@ -138,11 +139,17 @@ def prepare(spec: CaseSpec, group: Any) -> Prepared:
 
     @contextlib.contextmanager
     def around() -> Iterator[None]:
-        api.enable_dispatcher()
-        try:
-            yield
-        finally:
-            api.disable_dispatcher()
+        # The policy here too, not only in the harness: whoever drives this adapter, torch's
+        # ring never reaches the cuDNN kernel that crashed under CP.
+        policy = attention_policy(
+            device=device, cp_size=mesh.size(), head_dim=spec.head_dim, dtype=spec.dtype
+        )
+        with policy:
+            api.enable_dispatcher()
+            try:
+                yield
+            finally:
+                api.disable_dispatcher()
 
     def fn(q: Any, k: Any, v: Any) -> Any:
         q_BHSD, k_BHSD, v_BHSD = (to_bhsd(x, spec.layout) for x in (q, k, v))
