@@ -159,10 +159,11 @@ def _shifts(inputs: ReportInputs) -> tuple[list[ShiftFinding], list[ShiftFinding
     durations: list[ShiftFinding] = []
     drift: list[ShiftFinding] = []
     base = inputs.base or {}
-    for (pk, leg), head in inputs.head.items():
+    for at, head in inputs.head.items():
         head_ok = [r for r in head if r.outcome == "passed"]
         if not head_ok:
             continue
+        pk = at.pk
         value = median([r.duration_s for r in head_ok])
         shift = robust_shift("duration_s", inputs.base_samples.get(pk, ()), value, DURATION_POLICY)
         if shift is not None:
@@ -172,7 +173,7 @@ def _shifts(inputs: ReportInputs) -> tuple[list[ShiftFinding], list[ShiftFinding
         }  # fmt: skip
         if not names:
             continue
-        base_run = [r for r in _base_of(base, ConfigLeg(pk, leg)) or () if r.outcome == "passed"]
+        base_run = [r for r in _base_of(base, at) or () if r.outcome == "passed"]
         for name in sorted(names):
             head_values = [r.metrics[name] for r in head_ok if name in r.metrics]
             base_values = [r.metrics[name] for r in base_run if name in r.metrics]
