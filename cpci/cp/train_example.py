@@ -184,6 +184,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if torchrun_world is not None and cp != torchrun_world:
         parser.error(f"--cp {cp} under torchrun of {torchrun_world} ranks: drop --cp or match it")
     cfg = replace(TinyConfig(), lr=args.lr)
+    if cfg.seq % (2 * cp):
+        parser.error(
+            f"--cp {cp}: the {cfg.seq} tokens must split into 2 x cp equal head-tail chunks; "
+            f"use a cp that divides {cfg.seq // 2}"
+        )
     if torchrun_world is not None:  # under torchrun: its world is the CP group
         dist.init_process_group("gloo")
         losses = train(steps, group=dist.group.WORLD, cfg=cfg)
