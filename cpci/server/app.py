@@ -41,7 +41,7 @@ def create_app(
     webhook_policy: WorkerPolicy | None = None,
 ) -> FastAPI:
     """The ASGI app. `engine`, `oidc_http` and the webhook worker's retry policy may be injected
-    (tests); else made from settings."""
+    (tests); else made from settings (`CPCI_WEBHOOK_*` for the policy)."""
     own_engine = engine is None
     engine = engine or create_db_engine(settings.database_url)
     own_http = oidc_http is None and settings.oidc_enabled
@@ -103,7 +103,7 @@ def _webhook_worker(
     restart too), where webhooks are on. A test may set `app.state.github_transport` first."""
     if settings.github_webhook_secret is None:
         return None
-    policy = policy or WorkerPolicy()
+    policy = policy or WorkerPolicy.from_settings(settings)
     transport = getattr(app.state, "github_transport", None)
     context = DeliveryContext(engine, settings, app.state.links, transport, policy.github_retry)
     worker = WebhookWorker(engine, partial(handle_delivery, context), policy=policy)

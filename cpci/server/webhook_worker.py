@@ -4,8 +4,9 @@ The webhook route only stores a delivery and wakes the worker, so a request thre
 on GitHub (nor on its rate limits). The worker claims due deliveries one at a time from the
 database, so work survives restarts (queued rows, and running rows whose lease lapsed, are
 picked up at start) and several replicas share one PostgreSQL queue without doing a row twice.
-A transient failure is retried with exponential backoff up to `max_attempts`; a permanent one,
-or the last attempt, leaves the delivery `failed` with its reason, for GitHub's manual
+A transient failure is retried with exponential backoff up to `max_attempts` (settings
+`CPCI_WEBHOOK_MAX_ATTEMPTS`, `CPCI_WEBHOOK_BACKOFF_S`, `CPCI_WEBHOOK_MAX_BACKOFF_S`); a permanent
+one, or the last attempt, leaves the delivery `failed` with its reason, for GitHub's manual
 redelivery to retry.
 """
 
@@ -21,6 +22,7 @@ from sqlalchemy import Engine
 from sqlmodel import Session
 
 from cpci.github.retry import RetryPolicy
+from cpci.server.core.config import Settings
 from cpci.server.core.db import writer
 from cpci.server.crud import github as queue
 from cpci.server.crud.github import QueuedDelivery
@@ -50,6 +52,15 @@ class WorkerPolicy:
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
             raise ValueError(f"WorkerPolicy.max_attempts must be >= 1, got {self.max_attempts}")
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> WorkerPolicy:
+        """The retry policy an operator set (`CPCI_WEBHOOK_*`); the rest keeps its defaults."""
+        return cls(
+            max_attempts=settings.webhook_max_attempts,
+            backoff_s=settings.webhook_backoff_s,
+            max_backoff_s=settings.webhook_max_backoff_s,
+        )
 
     def retry_at(self, attempts: int, now: datetime) -> datetime | None:
         """When to try again after `attempts` failed attempts; None once they are spent."""

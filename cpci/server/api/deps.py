@@ -13,7 +13,7 @@ from cpci.schema import INT32_MAX
 from cpci.server.core.config import Settings
 from cpci.server.core.errors import Unauthorized
 from cpci.server.core.oidc import OidcVerifier
-from cpci.server.core.provenance import Credential, OidcClaims
+from cpci.server.core.provenance import Credential, OidcAllowList, OidcClaims, check_allowed
 from cpci.server.core.security import looks_like_upload_token
 from cpci.server.crud.repos import get_repository
 from cpci.server.crud.tokens import credential_for_token
@@ -58,7 +58,8 @@ PullNumber = Annotated[int, Path(ge=1, le=INT32_MAX, description="the pull reque
 
 
 def authenticate(request: Request, engine: Engine) -> Principal | None:
-    """The caller's principal from the bearer token, None without one; 401 for a bad one."""
+    """The caller's principal from the bearer token, None without one; 401 for a bad one, 403
+    for a valid OIDC token of a repository the service does not allow-list."""
     header = request.headers.get("authorization", "")
     if not header:
         return None
@@ -82,6 +83,11 @@ def authenticate(request: Request, engine: Engine) -> Principal | None:
             f"CPCI_OIDC_AUDIENCE): {HOW_TO_AUTHENTICATE}"
         )
     claims = OidcClaims.from_verified(verifier.verify(token))
+    settings: Settings = request.app.state.settings
+    allowed = OidcAllowList(
+        names=settings.oidc_allowed_repositories, ids=settings.oidc_allowed_repository_ids
+    )
+    check_allowed(claims, allowed)
     return Credential(
         repository=claims.repository, via="oidc", subject=claims.subject, claims=claims
     )

@@ -6,12 +6,15 @@ environment on its own, so two apps with different settings can live in one proc
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 GITHUB_OIDC_ISSUER = "https://token.actions.githubusercontent.com"
+#: An allow-list entry: OWNER/REPO, or OWNER/* for every repository of OWNER.
+ALLOWED_REPOSITORY = re.compile(r"[A-Za-z0-9_.-]+/(\*|[A-Za-z0-9_.-]+)")
 
 
 class Settings(BaseSettings):
@@ -36,6 +39,17 @@ class Settings(BaseSettings):
     max_upload_bytes: int = Field(
         default=32 * 1024 * 1024, ge=1024, description="larger uploads are refused with 413"
     )
+    max_results_per_upload: int = Field(
+        default=100_000,
+        ge=1,
+        description="an upload (one shard) with more results is refused with 413: shard the suite",
+    )
+    max_uploads_per_hour: int = Field(
+        default=10_000,
+        ge=0,
+        description="stored shards per repository in any hour (counted in the database, so "
+        "replicas agree); more are refused with 429 and Retry-After; 0 = no limit",
+    )
 
     oidc_audience: str | None = Field(
         default=None, description="accept GitHub Actions OIDC tokens minted for this audience"
@@ -50,6 +64,17 @@ class Settings(BaseSettings):
         default=(),
         description="JSON list of job_workflow_ref values (OWNER/REPO/.github/workflows/F.yml@REF) "
         "allowed to upload PR runs for fork PRs; their runs are marked fork",
+    )
+    oidc_allowed_repositories: tuple[str, ...] = Field(
+        default=(),
+        description="JSON list of OWNER/REPO or OWNER/* whose OIDC tokens are accepted; with "
+        "this or the ids below set, any other repository's token is a 403 (and no repository "
+        "is created for it); empty = every repository on GitHub",
+    )
+    oidc_allowed_repository_ids: tuple[int, ...] = Field(
+        default=(),
+        description="JSON list of GitHub repository ids (the tokens' repository_id claim) "
+        "accepted like the names above, whatever the repository is called now",
     )
 
     github_url: str = Field(default="https://github.com", description="for links to CI runs")
@@ -81,6 +106,20 @@ class Settings(BaseSettings):
     )
     github_rules_path: str = Field(
         default=".github/cpci.yml", description="file-consistency rules, read at the PR's base"
+    )
+    webhook_max_attempts: int = Field(
+        default=8,
+        ge=1,
+        description="attempts at a webhook delivery that fails transiently (GitHub down, rate "
+        "limited) before it is left failed for GitHub's manual redelivery",
+    )
+    webhook_backoff_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="wait after a delivery's first failed attempt; doubled after each one",
+    )
+    webhook_max_backoff_s: float = Field(
+        default=3600.0, gt=0, description="the longest wait between two attempts at a delivery"
     )
 
     flaky_min_runs: int = Field(
@@ -115,6 +154,17 @@ class Settings(BaseSettings):
         if not value.startswith(("sqlite://", "postgresql://", "postgresql+psycopg://")):
             raise ValueError(
                 f"CPCI_DATABASE_URL must start with sqlite:// or postgresql://, got {value!r}"
+            )
+        return value
+
+    @field_validator("oidc_allowed_repositories")
+    @classmethod
+    def _repository_patterns(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        bad = [entry for entry in value if not ALLOWED_REPOSITORY.fullmatch(entry)]
+        if bad:
+            raise ValueError(
+                f"CPCI_OIDC_ALLOWED_REPOSITORIES entries must be OWNER/REPO or OWNER/*, got "
+                f'{bad[0]!r}: write e.g. \'["acme/attn", "acme-labs/*"]\''
             )
         return value
 

@@ -11,6 +11,9 @@ credential may only claim what it was issued for:
   `job_workflow_ref` (the fork-results workflow, which uploads for fork PRs from the base
   repository), and is then marked as a fork run.
 
+Before any of that, an operator may allow-list the repositories whose OIDC tokens are accepted
+at all (`check_allowed`): any repository on GitHub can mint a token for the audience `cpci`.
+
 Every refusal is a 403 naming the rule and what to do. The routes call these functions; nothing
 here touches the database or the network, so each rule is unit-tested on its own.
 """
@@ -93,6 +96,43 @@ class Provenance:
     workflow: str | None = None
     fork: bool = False
     repository_github_id: str | None = None
+
+
+@dataclass(frozen=True)
+class OidcAllowList:
+    """The repositories whose OIDC tokens are accepted: by name (`OWNER/REPO`, or `OWNER/*`
+    for all of an owner's) or by GitHub's numeric id (which survives a rename). Empty: all."""
+
+    names: tuple[str, ...] = ()
+    ids: tuple[int, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.names or self.ids)
+
+    def admits(self, claims: OidcClaims) -> bool:
+        """True when `claims` come from an allow-listed repository (or nothing is listed)."""
+        if not self:
+            return True
+        claimed_id = claims.repository_id or ""
+        if claimed_id.isdigit() and int(claimed_id) in self.ids:
+            return True
+        owner, _, _ = claims.repository.partition("/")
+        wanted = {claims.repository.casefold(), f"{owner}/*".casefold()}
+        return any(name.casefold() in wanted for name in self.names)
+
+
+def check_allowed(claims: OidcClaims, allowed: OidcAllowList) -> None:
+    """Forbidden unless the token's repository is allow-listed: checked before anything is
+    looked up or written, so a stranger's token creates no repository."""
+    if allowed.admits(claims):
+        return
+    raise Forbidden(
+        f"OIDC tokens of {claims.repository} (repository id {claims.repository_id or 'unknown'}) "
+        "are not accepted by this service: it takes OIDC tokens only from the repositories in "
+        "CPCI_OIDC_ALLOWED_REPOSITORIES (OWNER/REPO or OWNER/*) or "
+        "CPCI_OIDC_ALLOWED_REPOSITORY_IDS; ask its administrator to add this repository, or "
+        "upload with a token from `cpci token create OWNER/REPO`"
+    )
 
 
 def check_upload(

@@ -20,7 +20,9 @@ from sqlmodel import Session, select
 from cpci.schema import RunEnvelope
 from cpci.server.core.errors import Conflict
 from cpci.server.core.provenance import Provenance
+from cpci.server.core.quotas import UploadRate, check_upload_rate
 from cpci.server.crud.common import bulk_insert, fetch_rows, insert_missing, json_text, one_of
+from cpci.server.crud.quotas import nth_latest_upload
 from cpci.server.crud.repos import bind_github_id, ensure_environment, ensure_repository
 from cpci.server.models import Config, Result, Run, Shard, utcnow
 
@@ -48,11 +50,18 @@ def body_sha256(envelope: RunEnvelope) -> str:
 
 
 def ingest_shard(
-    *, session: Session, envelope: RunEnvelope, digest: str, provenance: Provenance
+    *,
+    session: Session,
+    envelope: RunEnvelope,
+    digest: str,
+    provenance: Provenance,
+    rate: UploadRate | None = None,
 ) -> Ingested:
     """Store the shard (the caller commits). Raises Conflict, writing nothing, on a mismatch.
 
-    `provenance` has passed the claim rules; the run records its first uploader's."""
+    `provenance` has passed the claim rules; the run records its first uploader's. A new shard
+    counts against the repository's hourly `rate` (QuotaExceeded when it is spent); a
+    duplicate stores nothing, so a retry is never refused for the quota."""
     repo_id = ensure_repository(session=session, name=envelope.repository)
     bind_github_id(session=session, repo_id=repo_id, claimed=provenance.repository_github_id)
     run = _ensure_run(session=session, repo_id=repo_id, envelope=envelope, provenance=provenance)
@@ -75,6 +84,11 @@ def ingest_shard(
                 "a rerun must upload under a new ci_attempt"
             )
         return Ingested("duplicate", run.id, existing.id, existing.result_count)
+    if rate is not None:
+        oldest = nth_latest_upload(
+            session=session, repo_id=repo_id, n=rate.per_hour, since=rate.since
+        )
+        check_upload_rate(repository=envelope.repository, rate=rate, oldest=oldest)
     env_id = ensure_environment(session=session, environment=envelope.environment)
     shard = Shard(
         run_id=run.id,

@@ -18,10 +18,11 @@ from cpci.server.core.db import writer
 from cpci.server.core.errors import Conflict
 from cpci.server.core.metrics import Metrics
 from cpci.server.core.provenance import Provenance, check_upload
+from cpci.server.core.quotas import UploadRate, check_results_per_upload
 from cpci.server.crud.ingest import Ingested, body_sha256, ingest_shard
 from cpci.server.crud.runs import merge_runs
 from cpci.server.links import Links
-from cpci.server.models import Run
+from cpci.server.models import Run, utcnow
 from cpci.server.reports import ShardProgress
 from cpci.server.ui import urls
 
@@ -36,8 +37,16 @@ ERRORS: dict[int | str, dict[str, Any]] = {
         "branch / pull request (the rule is named)"
     },
     409: {"description": "this shard was already uploaded with a different body"},
-    413: {"description": "the body is over CPCI_MAX_UPLOAD_BYTES"},
+    413: {
+        "description": "the body is over CPCI_MAX_UPLOAD_BYTES, or holds more results than "
+        "CPCI_MAX_RESULTS_PER_UPLOAD"
+    },
     422: {"description": "the body does not match the schema; each error has its field path"},
+    429: {
+        "description": "the repository stored CPCI_MAX_UPLOADS_PER_HOUR uploads in the last "
+        "hour; retry after the seconds in Retry-After",
+        "headers": {"Retry-After": {"schema": {"type": "integer"}}},
+    },
 }
 
 
@@ -88,8 +97,11 @@ async def upload(
         pull_request=envelope.pull_request,
         fork_workflows=settings.oidc_fork_workflows,
     )
+    check_results_per_upload(len(envelope.results), settings.max_results_per_upload)
+    per_hour = settings.max_uploads_per_hour
+    rate = UploadRate(per_hour=per_hour, now=utcnow()) if per_hour else None
     metrics: Metrics = request.app.state.metrics
-    receipt = await run_in_threadpool(store, engine, envelope, links, provenance)
+    receipt = await run_in_threadpool(store, engine, envelope, links, provenance, rate)
     metrics.uploads.labels(receipt.status).inc()
     if receipt.status == "stored":
         metrics.results.inc(receipt.results)
@@ -99,15 +111,24 @@ async def upload(
 
 
 def store(
-    engine: Engine, envelope: RunEnvelope, links: Links, provenance: Provenance
+    engine: Engine,
+    envelope: RunEnvelope,
+    links: Links,
+    provenance: Provenance,
+    rate: UploadRate | None = None,
 ) -> UploadReceipt:
-    """Ingest in one write transaction; retry when a concurrent upload created the same rows."""
+    """Ingest in one write transaction; retry when a concurrent upload created the same rows.
+    `rate` is the repository's hourly upload quota (None: no limit)."""
     digest = body_sha256(envelope)
     for attempt in range(ATTEMPTS):
         try:
             with Session(writer(engine)) as session:
                 done = ingest_shard(
-                    session=session, envelope=envelope, digest=digest, provenance=provenance
+                    session=session,
+                    envelope=envelope,
+                    digest=digest,
+                    provenance=provenance,
+                    rate=rate,
                 )
                 receipt = _receipt(session, envelope, done, links)
                 session.commit()
