@@ -24,7 +24,13 @@ from cpci.server.analysis.flakiness import (
 )
 from cpci.server.analysis.infra import infra_signature
 from cpci.server.analysis.observations import Observation, RunLink
-from cpci.server.analysis.verdicts import INFRA_REPEATS, ResultView, decide, state_of
+from cpci.server.analysis.verdicts import (
+    INFRA_REPEATS,
+    ResultView,
+    culprit_of,
+    decide,
+    state_of,
+)
 
 MESSAGES = st.sampled_from(
     ["", "AssertionError: mismatch", "CUDA out of memory", "NCCL error: unhandled system error",
@@ -81,7 +87,7 @@ def test_a_new_failure_is_a_failure_nothing_else_explains(
         assert decision.evidence is not None
         assert decision.evidence.chance < decision.evidence.threshold
     failing = [r for r in head if r.outcome in FAILING_OUTCOMES and r.outcome not in NOT_RUN]
-    infra_looking = any(infra_signature(r.outcome, (r.culprit,)) for r in failing)
+    infra_looking = any(infra_signature(r.outcome, (culprit_of(r),)) for r in failing)
     assert not infra_looking or len(failing) >= INFRA_REPEATS
     assert failing
 

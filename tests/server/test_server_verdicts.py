@@ -67,6 +67,13 @@ def attempts(k: int, message: str = USUAL) -> list[ResultView]:
         ([SKIP], [F], None, "skipped"),
         ([failed("Watchdog caught collective operation timeout", "timeout")], [P], None, "infra"),
         ([failed("hung in all_to_all", "timeout")], [P], None, "new_failure"),
+        # Built without a culprit (no rank_errors to pick it from): its first message speaks.
+        (
+            [ResultView("timeout", messages=("Watchdog caught collective operation timeout",))],
+            [P],
+            None,
+            "infra",
+        ),
     ],
 )
 def test_decide(

@@ -70,6 +70,11 @@ def culprit_error(errors: Sequence[Mapping[str, Any]] | None) -> str:
     return next((t for t in texts if not PEER_LOST.search(t)), texts[0])
 
 
+def culprit_of(result: ResultView) -> str:
+    """The culprit's error, else (a result built without one) its first message."""
+    return result.culprit or next(iter(result.messages), "")
+
+
 def state_of(results: Sequence[ResultView]) -> State:
     """Pass, fail, mixed (passed and failed on the same commit) or skip (nothing counted; a
     config that never ran counts as nothing). An order-dependent result makes the config
@@ -155,7 +160,7 @@ def decide(
     failing = [r for r in ran if r.outcome in FAILING_OUTCOMES]
     repeated = len(failing) >= INFRA_REPEATS and base_state == "pass"
     for r in failing:
-        rule = infra_signature(r.outcome, (r.culprit,))
+        rule = infra_signature(r.outcome, (culprit_of(r),))
         if rule is not None and not repeated:
             return Decision("infra", f"{r.outcome}: {rule.description}", rule.name)
     if base_state is None:
@@ -210,7 +215,7 @@ def _flake_test(
         record = FlakeRecord(failures=bad, trials=len(base) + sum(r.flaky for r in base))
     else:
         return None
-    texts = (r.culprit or next(iter(r.messages), "") for r in failing)
+    texts = (culprit_of(r) for r in failing)
     signatures = [signature(t) for t in texts if t.strip()]  # no message: nothing to compare
     return flake_test(record, len(failing), signatures, policy)
 

@@ -17,7 +17,7 @@ from sqlmodel import Session, col, select
 
 from cpci.schema import FAILING_OUTCOMES
 from cpci.server.analysis.infra import infra_signature
-from cpci.server.analysis.verdicts import ResultView, culprit_error, first_message
+from cpci.server.analysis.verdicts import ResultView, culprit_error, culprit_of, first_message
 from cpci.server.core.errors import NotFound
 from cpci.server.crud.common import chunks, fetch_rows, from_json, one_of
 from cpci.server.links import Links
@@ -164,7 +164,7 @@ def run_summary(*, session: Session, repo: Repository, ci_run_id: str, links: Li
     for pk, rs in sorted(results.items(), key=lambda item: keys[item[0]]):
         bad = [r for r in rs if r.outcome in FAILING_OUTCOMES]
         if bad:
-            rule = infra_signature(bad[0].outcome, (bad[0].culprit,))
+            rule = infra_signature(bad[0].outcome, (culprit_of(bad[0]),))
             failing.append(
                 FailingConfig(
                     config=keys[pk],
