@@ -12,7 +12,11 @@ import shlex
 from collections.abc import Mapping
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+
+from cpci.github import CommentMode, FailOn
+from cpci.upload.credentials import AuthMethod
+from cpci.upload.settings import UploadSettings
 
 PREFIX = "CPCI_INPUT_"
 
@@ -35,12 +39,12 @@ class ActionSettings(BaseModel):
     #: The matrix leg: a name, or a JSON list of runner labels (uploaded sorted, comma-joined).
     leg: str = ""
     server_url: str = ""
-    auth: Literal["token", "oidc"] = "token"
+    auth: AuthMethod = "token"
     token: str = Field(default="", repr=False)
     oidc_audience: str = "cpci"
     pytest_args: str = ""
-    fail_on: Literal["new-failures", "any-failure", "never"] = "new-failures"
-    comment: Literal["edit", "new-on-regression", "off"] = "edit"
+    fail_on: FailOn = "new-failures"
+    comment: CommentMode = "edit"
     pull_request: int | None = Field(default=None, ge=1)
     github_token: str = Field(default="", repr=False)
     python: str = "python3"
@@ -65,6 +69,16 @@ class ActionSettings(BaseModel):
         if self.mode == "report" and not self.server_url:
             raise ValueError("mode report needs server-url (the PR report comes from the service)")
         return self
+
+    def upload_settings(self) -> UploadSettings:
+        """The uploader's settings from these inputs: every one is given, so no `CPCI_*` variable
+        of the job's environment can stand in for an input left empty."""
+        return UploadSettings(
+            server=self.server_url or None,
+            token=SecretStr(self.token),
+            auth=self.auth,
+            oidc_audience=self.oidc_audience,
+        )
 
     @property
     def extra_pytest_args(self) -> list[str]:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from cpci.action.settings import ActionSettings
-    from cpci.action.suite import SuiteOutcome
+    from cpci.action.suite_mode import SuiteOutcome
 
 
 def register(sub: Any) -> None:
@@ -30,21 +30,11 @@ def run(args: argparse.Namespace) -> int:
     except ActionSettingsError as exc:
         print(f"::error title=cpci action::{exc}", flush=True)
         return 2
-    return _test(settings) if settings.mode == "test" else _report(settings)
+    return _test_mode(settings) if settings.mode == "test" else _report_mode(settings)
 
 
-def _token_source(settings: ActionSettings) -> Any:
-    from cpci.upload.credentials import bearer
-
-    def token() -> str:
-        return bearer(settings.auth, token=settings.token, audience=settings.oidc_audience,
-                      environ=os.environ)  # fmt: skip
-
-    return token
-
-
-def _test(settings: ActionSettings) -> int:
-    from cpci.action.suite import failure_annotations, run_suite, summary
+def _test_mode(settings: ActionSettings) -> int:
+    from cpci.action.suite_mode import failure_annotations, run_suite, summary
     from cpci.action.workflow_commands import write_outputs, write_summary
 
     outcome = run_suite(settings)
@@ -70,52 +60,48 @@ def _test(settings: ActionSettings) -> int:
 
 def _upload(settings: ActionSettings, outcome: SuiteOutcome) -> str:
     """Upload the shard; a service that is down never fails the shard: the upload is spooled."""
-    from cpci.upload.credentials import CredentialsError
-    from cpci.upload.envelope import EnvelopeError, RunFields, build_envelope
-    from cpci.upload.send import Backoff, UploadFailed, deliver
-    from cpci.upload.spool import Binding, Spool, default_spool_dir
+    from cpci.upload.envelope import RunFields, build_envelope
+    from cpci.upload.errors import UploadError
+    from cpci.upload.retry import Backoff
+    from cpci.upload.shard_upload import upload_shard
 
     fields = RunFields(shard=f"{settings.shard_index}/{settings.shard_total}", leg=settings.leg)
     try:
         envelope = build_envelope(fields, outcome.all_records, os.environ)
-        binding = Binding.for_job(settings.server_url, envelope.repository, os.environ)
-        done = deliver(binding, _token_source(settings), envelope,
-                       spool=Spool(default_spool_dir()), backoff=Backoff())  # fmt: skip
-    except (EnvelopeError, CredentialsError, UploadFailed) as exc:
+        done = upload_shard(
+            settings.upload_settings(), envelope, os.environ, backoff=Backoff(), cwd=Path.cwd()
+        )
+    except UploadError as exc:
         print(f"::error title=cpci upload::{exc}", flush=True)
         return ""
-    if done.receipt is None:
-        print(f"::warning title=cpci upload::the service did not take the upload "
-              f"({done.error}); it waits in {done.spooled} and the next upload on this runner "
-              "sends it (the results file is also kept as an artifact)", flush=True)  # fmt: skip
-        return ""
-    receipt = done.receipt
-    print(f"cpci: uploaded {receipt['results']} result(s), {receipt['shards']['text']}")
-    from cpci.upload.ancestry import record_ancestry
-
-    try:
-        note = record_ancestry(
-            settings.server_url, _token_source(settings)(), envelope, cwd=Path.cwd()
+    delivered = done.delivered
+    if delivered.receipt is None:
+        print(
+            f"::warning title=cpci upload::the service did not take the upload "
+            f"({delivered.error}); it waits in {delivered.spooled} and the next upload on this "
+            "runner sends it (the results file is also kept as an artifact)",
+            flush=True,
         )
-    except CredentialsError as exc:
-        note = f"commit ancestry not recorded: {exc}"
-    if note:
-        print(f"cpci: {note}", flush=True)
+        return ""
+    receipt = delivered.receipt
+    print(f"cpci: uploaded {receipt['results']} result(s), {receipt['shards']['text']}")
+    if done.ancestry:
+        print(f"cpci: {done.ancestry}", flush=True)
     return str(settings.server_url.rstrip("/") + receipt["run_url"])
 
 
-def _report(settings: ActionSettings) -> int:
-    from cpci.action.report import ReportError, exit_code, run_report
+def _report_mode(settings: ActionSettings) -> int:
+    from cpci.action.report_mode import ReportModeError, exit_code, run_report_mode
     from cpci.action.workflow_commands import write_outputs, write_summary
     from cpci.github.errors import GitHubError
-    from cpci.upload.credentials import CredentialsError
+    from cpci.upload.errors import UploadError
 
     try:
-        read_token = (
-            _token_source(settings)() if settings.token or settings.auth == "oidc" else None
-        )
-        verdict, page = run_report(settings, os.environ, read_token)
-    except (ReportError, GitHubError, CredentialsError) as exc:
+        upload = settings.upload_settings()
+        wants_token = bool(settings.token) or settings.auth == "oidc"
+        read_token = upload.token_source(os.environ)() if wants_token else None
+        verdict, page = run_report_mode(settings, os.environ, read_token)
+    except (ReportModeError, GitHubError, UploadError) as exc:
         print(f"::error title=cpci report::{exc}", flush=True)
         return 2
     write_summary(

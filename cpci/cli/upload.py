@@ -17,7 +17,12 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cpci.schema import ResultRecord
+    from cpci.upload.retry import Backoff
+    from cpci.upload.settings import UploadSettings
 
 
 def register(sub: Any) -> None:
@@ -28,22 +33,33 @@ def register(sub: Any) -> None:
         "--server https://cpci.example.com (token from CPCI_TOKEN; in GitHub Actions the "
         "repository, commit, PR and run ids default from the environment)",
     )
-    parser.add_argument("--results", action="append", default=[], metavar="FILE",
-                        help="cpci results file (JSON lines), repeatable")  # fmt: skip
+    parser.add_argument(
+        "--results",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="cpci results file (JSON lines), repeatable",
+    )
     parser.add_argument("--junit", nargs="+", default=[], metavar="FILE", help="JUnit XML files")
     parser.add_argument("--server", default=None, help="service URL (or CPCI_SERVER)")
     parser.add_argument("--token", default=None, help="upload token (or CPCI_TOKEN)")
     parser.add_argument(
-        "--auth", choices=("token", "oidc"), default=None,
+        "--auth",
+        default=None,
         help="token (default, or CPCI_AUTH) or oidc: a GitHub Actions OIDC token "
         "(needs `permissions: id-token: write`)",
-    )  # fmt: skip
-    parser.add_argument("--oidc-audience", default=None,
-                        help="OIDC audience (or CPCI_OIDC_AUDIENCE; default cpci)")  # fmt: skip
-    parser.add_argument("--spool", default=None, metavar="DIR",
-                        help="where uploads wait while the service is down (or CPCI_SPOOL; "
-                        "default $RUNNER_TEMP/cpci-spool in GitHub Actions, else "
-                        "~/.cache/cpci/spool)")  # fmt: skip
+    )
+    parser.add_argument(
+        "--oidc-audience", default=None, help="OIDC audience (or CPCI_OIDC_AUDIENCE; default cpci)"
+    )
+    parser.add_argument(
+        "--spool",
+        default=None,
+        metavar="DIR",
+        help="where uploads wait while the service is down (or CPCI_SPOOL; "
+        "default $RUNNER_TEMP/cpci-spool in GitHub Actions, else "
+        "~/.cache/cpci/spool)",
+    )
     parser.add_argument(
         "--flush",
         action="store_true",
@@ -77,92 +93,85 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cpci.schema import ResultRecord, read_results
-    from cpci.upload.ancestry import record_ancestry
-    from cpci.upload.credentials import CredentialsError, bearer
-    from cpci.upload.envelope import EnvelopeError, RunFields, build_envelope
-    from cpci.upload.junit import JUnitError, read_junit
-    from cpci.upload.send import Backoff, UploadFailed, deliver, flush
-    from cpci.upload.spool import Binding, Spool, default_spool_dir
+    from cpci.upload.errors import UploadError
 
-    records: list[ResultRecord] = []
-    problems: list[str] = []
-    for path in args.results:
-        if not Path(path).exists():
-            why = "no config was collected or all were deselected"
-            print(f"cpci upload: {path} does not exist ({why}?): an empty shard", file=sys.stderr)
-            continue
-        try:
-            records += read_results(path)
-        except (OSError, ValueError) as exc:
-            problems.append(f"{path}: {exc}")
-    for path in args.junit:
-        try:
-            records += read_junit(path)
-        except JUnitError as exc:
-            problems.append(str(exc))
-    for problem in problems:
-        print(f"cpci upload: skipped {problem}", file=sys.stderr)
-    server = args.server or os.environ.get("CPCI_SERVER")
-    auth = args.auth or os.environ.get("CPCI_AUTH") or "token"
-    audience = args.oidc_audience or os.environ.get("CPCI_OIDC_AUDIENCE") or "cpci"
-    spool = Spool(Path(args.spool) if args.spool else default_spool_dir())
-    backoff = Backoff(attempts=max(1, args.retries))
-
-    def token() -> str:
-        explicit = args.token or os.environ.get("CPCI_TOKEN")
-        return bearer(auth, token=explicit, audience=audience, environ=os.environ)
-
-    if not server:
-        print("cpci upload: --server (or CPCI_SERVER) is required", file=sys.stderr)
-        return 2
-    if args.flush:
-        repository = args.repository or os.environ.get("GITHUB_REPOSITORY")
-        if not repository:
-            print(
-                "cpci upload --flush: --repository (or GITHUB_REPOSITORY) is required: only "
-                "that repository's spooled uploads are sent with these credentials",
-                file=sys.stderr,
-            )
-            return 2
-        binding = Binding.for_job(server, repository, os.environ)
-        try:
-            done = flush(spool, binding, token, backoff=backoff)
-        except CredentialsError as exc:
-            print(f"cpci upload: {exc}", file=sys.stderr)
-            return 2
-        _report_notes(done.notes)
-        _report_rejected(done.rejected)
-        print(
-            f"flushed {len(done.receipts)} spooled upload(s); {done.left} still in "
-            f"{spool.directory}"
-        )
-        return 3 if done.left else (1 if done.rejected else 0)
-    if not args.results and not args.junit:
-        print(
-            "cpci upload: give --results FILE and/or --junit FILE... (or --flush)", file=sys.stderr
-        )
-        return 2
-    fields = RunFields(
-        repository=args.repository, commit=args.commit, branch=args.branch,
-        pull_request=args.pull_request, base_commit=args.base_commit, ci_run_id=args.ci_run_id,
-        ci_attempt=args.ci_attempt, shard=args.shard, runner_name=args.runner_name, leg=args.leg,
-        legs=args.legs,
-    )  # fmt: skip
     try:
-        envelope = build_envelope(fields, records, os.environ)
-        binding = Binding.for_job(server, envelope.repository, os.environ)
-        delivered = deliver(binding, token, envelope, spool=spool, backoff=backoff)
-        ancestry = ""
-        if delivered.receipt is not None:
-            ancestry = record_ancestry(server, token(), envelope, cwd=Path.cwd())
-    except (EnvelopeError, CredentialsError, UploadFailed) as exc:
+        return _flush(args) if args.flush else _upload(args)
+    except UploadError as exc:
         print(f"cpci upload: {exc}", file=sys.stderr)
-        return 1 if isinstance(exc, UploadFailed) else 2
-    _report_notes(delivered.notes + ([ancestry] if ancestry else []))
-    _report_rejected(delivered.rejected)
+        return exc.exit_code
+
+
+def _settings(args: argparse.Namespace) -> UploadSettings:
+    from cpci.upload.settings import UploadSettings
+
+    return UploadSettings.from_flags(
+        server=args.server,
+        token=args.token,
+        auth=args.auth,
+        oidc_audience=args.oidc_audience,
+        spool=args.spool,
+    )
+
+
+def _backoff(args: argparse.Namespace) -> Backoff:
+    from cpci.upload.retry import Backoff
+
+    return Backoff(attempts=max(1, args.retries))
+
+
+def _flush(args: argparse.Namespace) -> int:
+    from cpci.upload.send import flush
+    from cpci.upload.settings import UploadSettingsError
+    from cpci.upload.spool import Binding, Spool
+
+    settings = _settings(args)
+    server = settings.require_server()
+    repository = args.repository or os.environ.get("GITHUB_REPOSITORY")
+    if not repository:
+        raise UploadSettingsError(
+            "--flush needs --repository (or GITHUB_REPOSITORY): only that repository's spooled "
+            "uploads are sent with these credentials"
+        )
+    binding = Binding.for_job(server, repository, os.environ)
+    spool = Spool(settings.spool)
+    done = flush(spool, binding, settings.token_source(os.environ), backoff=_backoff(args))
+    _print_notes(done.notes)
+    _print_rejected(done.rejected)
+    print(f"flushed {len(done.receipts)} spooled upload(s); {done.left} still in {spool.directory}")
+    return 3 if done.left else (1 if done.rejected else 0)
+
+
+def _upload(args: argparse.Namespace) -> int:
+    from cpci.upload.envelope import RunFields, build_envelope
+    from cpci.upload.settings import UploadSettingsError
+    from cpci.upload.shard_upload import upload_shard
+
+    records, problems = _read_records(args.results, args.junit)
+    settings = _settings(args)
+    settings.require_server()
+    if not args.results and not args.junit:
+        raise UploadSettingsError("give --results FILE and/or --junit FILE... (or --flush)")
+    fields = RunFields(
+        repository=args.repository,
+        commit=args.commit,
+        branch=args.branch,
+        pull_request=args.pull_request,
+        base_commit=args.base_commit,
+        ci_run_id=args.ci_run_id,
+        ci_attempt=args.ci_attempt,
+        shard=args.shard,
+        runner_name=args.runner_name,
+        leg=args.leg,
+        legs=args.legs,
+    )
+    envelope = build_envelope(fields, records, os.environ)
+    done = upload_shard(settings, envelope, os.environ, backoff=_backoff(args), cwd=Path.cwd())
+    delivered = done.delivered
+    _print_notes(delivered.notes + ([done.ancestry] if done.ancestry else []))
+    _print_rejected(delivered.rejected)
     if args.json:
-        print(json.dumps({
+        summary = {
             "receipt": delivered.receipt,
             "spooled": str(delivered.spooled) if delivered.spooled else None,
             "flushed": delivered.flushed,
@@ -170,8 +179,9 @@ def run(args: argparse.Namespace) -> int:
             "rejected": delivered.rejected,
             "skipped": problems,
             "notes": delivered.notes,
-            "ancestry": ancestry,
-        }))  # fmt: skip
+            "ancestry": done.ancestry,
+        }
+        print(json.dumps(summary))
     elif delivered.receipt is None:
         print(
             f"cpci upload: SPOOLED to {delivered.spooled}: {delivered.error}. Nothing is lost: "
@@ -183,7 +193,7 @@ def run(args: argparse.Namespace) -> int:
         receipt = delivered.receipt
         shards = receipt.get("shards", {})
         if delivered.flushed:
-            print(f"sent {len(delivered.flushed)} upload(s) waiting in {spool.directory}")
+            print(f"sent {len(delivered.flushed)} upload(s) waiting in {settings.spool}")
         print(
             f"{receipt['status']}: {receipt['results']} result(s) of {receipt['repository']} run "
             f"{receipt['ci_run_id']} shard {receipt['shard_index']} "
@@ -194,12 +204,44 @@ def run(args: argparse.Namespace) -> int:
     return 1 if problems or delivered.rejected else 0
 
 
-def _report_notes(notes: list[str]) -> None:
+def _read_records(results: list[str], junit: list[str]) -> tuple[list[ResultRecord], list[str]]:
+    """Every record of the files; a file that cannot be read is named in the problems, skipped.
+
+    A results file that does not exist is an empty shard, not a problem: the runner writes none
+    when no config was collected."""
+    from cpci.schema import read_results
+    from cpci.upload.errors import JUnitError
+    from cpci.upload.junit import read_junit
+
+    records: list[ResultRecord] = []
+    problems: list[str] = []
+    for path in results:
+        if not Path(path).exists():
+            why = "no config was collected or all were deselected"
+            print(f"cpci upload: {path} does not exist ({why}?): an empty shard", file=sys.stderr)
+            continue
+        try:
+            records += read_results(path)
+        except (OSError, ValueError) as exc:
+            problems.append(f"{path}: {exc}")
+    for path in junit:
+        try:
+            records += read_junit(path)
+        except JUnitError as exc:
+            problems.append(str(exc))
+    for problem in problems:
+        print(f"cpci upload: skipped {problem}", file=sys.stderr)
+    return records, problems
+
+
+def _print_notes(notes: list[str]) -> None:
     for line in notes:
         print(f"cpci upload: {line}", file=sys.stderr)
 
 
-def _report_rejected(rejected: list[str]) -> None:
+def _print_rejected(rejected: list[str]) -> None:
     for line in rejected:
-        print(f"cpci upload: the service refused a spooled upload for good, kept in {line}",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"cpci upload: the service refused a spooled upload for good, kept in {line}",
+            file=sys.stderr,
+        )

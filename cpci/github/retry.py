@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from cpci.backoff import exponential
 from cpci.github.errors import is_rate_limited
 
 RETRIED_STATUSES = frozenset({500, 502, 503, 504})
@@ -44,7 +45,7 @@ class RetryPolicy:
 
     def backoff(self, attempt: int) -> float:
         """The wait after failed attempt number `attempt` (1-based)."""
-        return float(min(self.max_backoff_s, self.backoff_s * 2 ** (attempt - 1)))
+        return exponential(attempt, base_s=self.backoff_s, max_s=self.max_backoff_s)
 
     def delay(self, response: httpx.Response, attempt: int, now: float) -> float | None:
         """Seconds to wait before retrying `response`, or None when it must not be retried."""

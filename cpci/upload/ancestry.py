@@ -17,6 +17,8 @@ from pathlib import Path
 import httpx
 
 from cpci.schema import RunEnvelope
+from cpci.upload.errors import UploadFailed
+from cpci.upload.service_client import ServiceClient
 
 #: Links sent per branch upload: enough to bridge a run of untested commits, small to send.
 DEPTH = 50
@@ -70,17 +72,9 @@ def record_ancestry(
     ancestry = first_parent_links(envelope.commit, cwd=cwd)
     if not ancestry.links:
         return ancestry.note
-    url = f"{server.rstrip('/')}/api/v1/repos/{envelope.repository}/commits"
-    body = {"parents": [{"commit": c, "parent": p} for c, p in ancestry.links]}
+    client = ServiceClient(server, token, transport=transport)
     try:
-        with httpx.Client(transport=transport, timeout=60) as http:
-            response = http.post(url, json=body, headers={"Authorization": f"Bearer {token}"})
-    except httpx.HTTPError as exc:
-        return f"commit ancestry not recorded: no answer from {url} ({exc})"
-    if response.status_code != 200:
-        try:
-            detail = response.json().get("detail", response.text)
-        except ValueError:
-            detail = response.text[:300]
-        return f"commit ancestry not recorded: {response.status_code} {detail}"
+        client.record_commits(envelope.repository, ancestry.links)
+    except UploadFailed as exc:
+        return f"commit ancestry not recorded: {exc}"
     return f"recorded {len(ancestry.links)} first-parent commit link(s)"

@@ -8,13 +8,15 @@ service's audience carries the `repository` claim the service checks against the
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Literal
 from urllib.parse import urlencode
 
 import httpx
 
+from cpci.upload.errors import CredentialsError
 
-class CredentialsError(RuntimeError):
-    """No way to authenticate; the message says what to configure."""
+#: How an upload authenticates: a repository upload token, or a GitHub Actions OIDC token.
+AuthMethod = Literal["token", "oidc"]
 
 
 def bearer(

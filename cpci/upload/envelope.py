@@ -23,12 +23,9 @@ from typing import Any
 
 from cpci.schema import ResultRecord, RunEnvelope
 from cpci.upload.environment import detect
+from cpci.upload.errors import EnvelopeError
 
 SHARD = re.compile(r"(\d+)/(\d+)")
-
-
-class EnvelopeError(ValueError):
-    """A field is missing or wrong; the message names the flag and the env var."""
 
 
 @dataclass(frozen=True)
@@ -56,16 +53,20 @@ def build_envelope(
     base = event.get("base", {}) if event else {}
     index, total = _shard(fields.shard or env.get("CPCI_SHARD"))
     values: dict[str, Any] = {
-        "repository": _need(fields.repository or env.get("GITHUB_REPOSITORY"),
-                            "--repository", "GITHUB_REPOSITORY"),
-        "commit": _need(fields.commit or head.get("sha") or env.get("GITHUB_SHA"),
-                        "--commit", "GITHUB_SHA"),
+        "repository": _need(
+            fields.repository or env.get("GITHUB_REPOSITORY"), "--repository", "GITHUB_REPOSITORY"
+        ),
+        "commit": _need(
+            fields.commit or head.get("sha") or env.get("GITHUB_SHA"), "--commit", "GITHUB_SHA"
+        ),
         "branch": fields.branch or head.get("ref") or env.get("GITHUB_REF_NAME") or None,
         "pull_request": fields.pull_request or (event.get("number") if event else None),
         "base_commit": fields.base_commit or base.get("sha"),
-        "ci_run_id": _need(fields.ci_run_id or env.get("GITHUB_RUN_ID"),
-                           "--ci-run-id", "GITHUB_RUN_ID"),
-        "ci_attempt": fields.ci_attempt or _int(env.get("GITHUB_RUN_ATTEMPT"), "GITHUB_RUN_ATTEMPT")
+        "ci_run_id": _need(
+            fields.ci_run_id or env.get("GITHUB_RUN_ID"), "--ci-run-id", "GITHUB_RUN_ID"
+        ),
+        "ci_attempt": fields.ci_attempt
+        or _int(env.get("GITHUB_RUN_ATTEMPT"), "GITHUB_RUN_ATTEMPT")
         or 1,
         "shard_index": index,
         "shard_total": total,
@@ -74,7 +75,7 @@ def build_envelope(
         "runner_name": fields.runner_name or env.get("RUNNER_NAME") or None,
         "environment": detect(results),
         "results": list(results),
-    }  # fmt: skip
+    }
     try:
         return RunEnvelope.model_validate(values)
     except ValueError as exc:

@@ -13,14 +13,11 @@ from collections import Counter
 from pathlib import Path
 
 from cpci.schema import Outcome, RankError, ResultRecord
+from cpci.upload.errors import JUnitError
 
 _FAILURES = {"error": "error", "failure": "failed"}
 _FLAKY = ("flakyFailure", "flakyError", "rerunFailure", "rerunError")
 MAX_NODEID = 2_000
-
-
-class JUnitError(ValueError):
-    """A file that is not JUnit XML; the message names the file and what is wrong."""
 
 
 def read_junit(path: str | Path) -> list[ResultRecord]:

@@ -12,8 +12,6 @@ upload made for another repository.
 
 from __future__ import annotations
 
-import random
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,38 +20,21 @@ from typing import Any
 import httpx
 
 from cpci.schema import RunEnvelope
+from cpci.upload.errors import UploadFailed
+from cpci.upload.retry import Backoff
+from cpci.upload.service_client import ServiceClient
 from cpci.upload.spool import Binding, Spool
 
-UPLOAD_PATH = "/api/v1/uploads"
-#: Statuses worth another try: the service (or a proxy in front of it) is overloaded or restarting.
-RETRYABLE = frozenset({408, 429, 500, 502, 503, 504})
-
-
-class UploadFailed(RuntimeError):
-    """The service refused the upload or could not be reached; `status` 0 means no answer."""
-
-    def __init__(self, message: str, status: int = 0) -> None:
-        super().__init__(message)
-        self.status = status
-
-    @property
-    def retryable(self) -> bool:
-        return self.status == 0 or self.status in RETRYABLE
-
-
-@dataclass(frozen=True)
-class Backoff:
-    """Exponential backoff with full jitter; `sleep` and `jitter` are injectable for tests."""
-
-    attempts: int = 5
-    base_s: float = 1.0
-    max_s: float = 30.0
-    sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
-    jitter: Callable[[float, float], float] = field(default=random.uniform, repr=False)
-
-    def wait(self, attempt: int) -> None:
-        """Sleep after failed attempt `attempt` (1-based)."""
-        self.sleep(self.jitter(0.0, min(self.max_s, self.base_s * 2 ** (attempt - 1))))
+__all__ = [
+    "Backoff",
+    "Delivered",
+    "Flushed",
+    "UploadFailed",
+    "deliver",
+    "flush",
+    "send_envelope",
+    "send_with_retries",
+]
 
 
 @dataclass
@@ -89,14 +70,9 @@ def send_with_retries(
     backoff: Backoff,
     transport: httpx.BaseTransport | None = None,
 ) -> dict[str, Any]:
-    for attempt in range(1, backoff.attempts + 1):
-        try:
-            return send_envelope(server, token, envelope, transport=transport)
-        except UploadFailed as exc:
-            if not exc.retryable or attempt == backoff.attempts:
-                raise
-            backoff.wait(attempt)
-    raise AssertionError("unreachable")  # the loop returns or raises
+    """POST the envelope, retried as `backoff` says; returns the service's receipt."""
+    client = ServiceClient(server, token, retry=backoff, transport=transport)
+    return client.upload(envelope)
 
 
 def flush(
@@ -180,23 +156,5 @@ def send_envelope(
     transport: httpx.BaseTransport | None = None,
     timeout_s: float = 60.0,
 ) -> dict[str, Any]:
-    """POST the envelope; returns the service's receipt (stored or duplicate)."""
-    body = envelope.model_dump_json(by_alias=True)
-    url = server.rstrip("/") + UPLOAD_PATH
-    try:
-        with httpx.Client(transport=transport, timeout=timeout_s) as http:
-            response = http.post(
-                url,
-                content=body,
-                headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
-            )
-    except httpx.HTTPError as exc:
-        raise UploadFailed(f"no answer from {url} ({exc}): check --server / CPCI_SERVER") from exc
-    if response.status_code in (200, 201):
-        receipt: dict[str, Any] = response.json()
-        return receipt
-    try:
-        detail = response.json().get("detail", response.text)
-    except ValueError:
-        detail = response.text[:500]
-    raise UploadFailed(f"{url} answered {response.status_code}: {detail}", response.status_code)
+    """POST the envelope once; returns the service's receipt (stored or duplicate)."""
+    return ServiceClient(server, token, transport=transport, timeout_s=timeout_s).upload(envelope)

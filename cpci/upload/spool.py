@@ -17,6 +17,7 @@ flush gets fresh ones (OIDC tokens expire within minutes).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -27,6 +28,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from cpci.schema import RunEnvelope
+from cpci.upload.errors import SpoolError
 
 CLAIM = ".claimed-"
 
@@ -102,7 +104,6 @@ class Spool:
         body = envelope.model_dump_json(by_alias=True)
         server = normalise_server(binding.server)
         digest = hashlib.sha256(f"{server}\n{body}".encode()).hexdigest()[:32]
-        self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         path = self.directory / f"upload-{digest}.json"
         tmp = self.directory / f".{path.name}.{os.getpid()}.tmp"
         data = {
@@ -111,12 +112,22 @@ class Spool:
             "ci_run_id": binding.ci_run_id,
             "envelope": json.loads(body),
         }
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        tmp.replace(path)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(data, fh)
+                fh.flush()
+                os.fsync(fh.fileno())
+            tmp.replace(path)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+            raise SpoolError(
+                f"cannot spool the upload in {self.directory} ({exc.strerror or exc}): it was "
+                "not sent and is not kept; the results file still has it. Free the disk or pass "
+                "--spool DIR (or CPCI_SPOOL), then upload again"
+            ) from exc
         return path
 
     def scan(self) -> Scan:

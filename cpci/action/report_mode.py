@@ -18,6 +18,8 @@ from cpci.github.bot import BotSettings, refresh
 from cpci.github.client import GitHubClient
 from cpci.github.gate import Gate, gate, is_red
 from cpci.upload.envelope import pull_request_event
+from cpci.upload.errors import UploadFailed
+from cpci.upload.service_client import ServiceClient
 
 if TYPE_CHECKING:
     from cpci.server.reports import PullRequestReport
@@ -26,32 +28,30 @@ if TYPE_CHECKING:
 ACTIONS_BOT = "github-actions[bot]"
 
 
-class ReportError(RuntimeError):
+class ReportModeError(RuntimeError):
     """The report cannot be published; the message says why and what to do."""
 
 
-def fetch_report(
-    settings: ActionSettings, repo: str, number: int, token: str | None,
+def fetch_pull_request_report(
+    settings: ActionSettings,
+    repo: str,
+    number: int,
+    token: str | None,
     transport: httpx.BaseTransport | None = None,
-) -> PullRequestReport | None:  # fmt: skip
+) -> PullRequestReport | None:
     """The service's PR report (None when nothing was uploaded for this PR yet)."""
+    # The wire type still lives in the service; it moves with the schema package (issue 12).
     from cpci.server.reports import PullRequestReport
 
-    url = f"{settings.server_url.rstrip('/')}/api/v1/repos/{repo}/pulls/{number}/report"
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    client = ServiceClient(settings.server_url, token, transport=transport)
     try:
-        with httpx.Client(transport=transport, timeout=60) as http:
-            response = http.get(url, headers=headers)
-    except httpx.HTTPError as exc:
-        raise ReportError(f"no answer from {url}: {exc}") from exc
-    if response.status_code == 404:
-        return None
-    if response.status_code != 200:
-        raise ReportError(f"{url} answered {response.status_code}: {response.text[:300]}")
-    return PullRequestReport.model_validate(response.json())
+        body = client.pull_report(repo, number)
+    except UploadFailed as exc:
+        raise ReportModeError(str(exc)) from exc
+    return None if body is None else PullRequestReport.model_validate(body)
 
 
-def run_report(
+def run_report_mode(
     settings: ActionSettings, environ: Mapping[str, str], read_token: str | None
 ) -> tuple[Gate, str]:
     """Publish the comment and check run; returns (gate verdict, the PR page URL)."""
@@ -59,23 +59,26 @@ def run_report(
     event = pull_request_event(environ)
     number = settings.pull_request or (int(event["number"]) if event else None)
     if not repo or number is None:
-        raise ReportError(
+        raise ReportModeError(
             "report mode needs a pull request: run it on pull_request events, or pass the "
             "`pull-request` input (e.g. from a workflow_run job)"
         )
-    report_holder: dict[str, PullRequestReport | None] = {}
+    loaded: list[PullRequestReport | None] = []
 
     def load(repo_: str, number_: int) -> PullRequestReport | None:
-        report_holder["report"] = fetch_report(settings, repo_, number_, read_token)
-        return report_holder["report"]
+        loaded.append(fetch_pull_request_report(settings, repo_, number_, read_token))
+        return loaded[-1]
 
     bot = BotSettings(
-        comment_mode=settings.comment, fail_on=settings.fail_on, bot_login=ACTIONS_BOT,
+        comment_mode=settings.comment,
+        fail_on=settings.fail_on,
+        bot_login=ACTIONS_BOT,
         service_url=settings.server_url,
-    )  # fmt: skip
+    )
     with GitHubClient(TokenAuth(settings.github_token), api_url=_api_url(environ)) as client:
         state = refresh(client, repo, number, settings=bot, load_report=load, previous=None)
-    verdict = gate(report_holder.get("report"), state.consistency, settings.fail_on)
+    verdict = gate(loaded[-1] if loaded else None, state.consistency, settings.fail_on)
+    # The UI's paths move out of the service with the shared URL map (issue 12).
     from cpci.server.ui import urls
 
     return verdict, settings.server_url.rstrip("/") + urls.pull(repo, number)
@@ -86,4 +89,5 @@ def _api_url(environ: Mapping[str, str]) -> str:
 
 
 def exit_code(verdict: Gate) -> int:
+    """The step's exit code: 1 turns the job red, as the check run is."""
     return 1 if is_red(verdict) else 0

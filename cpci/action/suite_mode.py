@@ -56,17 +56,23 @@ class SuiteOutcome:
 def pytest_command(settings: ActionSettings) -> list[str]:
     junit = f"{settings.results}.junit.xml"
     return [
-        sys.executable, "-m", "pytest", *settings.tests.split(),
+        sys.executable,
+        "-m",
+        "pytest",
+        *settings.tests.split(),
         f"--cpci-batch-size={settings.batch_size}",
         f"--cpci-workers={settings.workers}",
         # Reruns and isolation by default: a verdict needs same-commit evidence, and an
         # order-dependent failure must not pass for a flaky one.
-        f"--cpci-reruns={settings.reruns}", "--cpci-isolate-failures",
+        f"--cpci-reruns={settings.reruns}",
+        "--cpci-isolate-failures",
         f"--cpci-shard={settings.shard_index}/{settings.shard_total}",
         f"--cpci-results={settings.results}",
-        f"--junitxml={junit}", "-o", "junit_family=xunit1",  # xunit1 keeps file and line
+        f"--junitxml={junit}",
+        "-o",
+        "junit_family=xunit1",  # xunit1 keeps file and line
         *settings.extra_pytest_args,
-    ]  # fmt: skip
+    ]
 
 
 def run_suite(settings: ActionSettings, cwd: Path | None = None) -> SuiteOutcome:
@@ -131,8 +137,11 @@ def summary(outcome: SuiteOutcome, settings: ActionSettings, report_url: str | N
         "",
     ]
     if outcome.pytest_exit not in (0, 1):
-        lines += [f"pytest ended with exit code {outcome.pytest_exit} (not a test failure):"
-                  " see the job log.", ""]  # fmt: skip
+        lines += [
+            f"pytest ended with exit code {outcome.pytest_exit} (not a test failure):"
+            " see the job log.",
+            "",
+        ]
     rows = [r for r in outcome.records if r.outcome in FAILING_OUTCOMES or r.flaky]
     if rows:
         lines += ["| config | world | outcome | first error |", "|---|---:|---|---|"]

@@ -1,0 +1,103 @@
+"""The one client of the cpci service's API, shared by `cpci upload` and the Action.
+
+It knows the paths (`api_paths`), the bearer header, the retry policy and how an answer becomes
+an error: httpx's exceptions and the service's refusals are mapped here, once, to `UploadFailed`
+(status 0 when there was no answer), whose message names the URL, the status and the service's
+`detail`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+
+from cpci.schema import RunEnvelope
+from cpci.upload import api_paths
+from cpci.upload.errors import UploadFailed
+from cpci.upload.retry import ONCE, Backoff
+
+#: What the "no answer" message tells the user to check, in both spellings.
+SERVER_HINT = "check the server URL (--server / CPCI_SERVER, or the Action's server-url)"
+
+
+class ServiceClient:
+    """Requests to one cpci service with one credential (None: anonymous reads)."""
+
+    def __init__(
+        self,
+        server: str,
+        token: str | None,
+        *,
+        retry: Backoff = ONCE,
+        transport: httpx.BaseTransport | None = None,
+        timeout_s: float = 60.0,
+    ) -> None:
+        self.server = server.rstrip("/")
+        self.token = token
+        self.retry = retry
+        self.transport = transport
+        self.timeout_s = timeout_s
+
+    def upload(self, envelope: RunEnvelope) -> dict[str, Any]:
+        """POST the envelope; returns the service's receipt (stored or duplicate)."""
+        body = envelope.model_dump_json(by_alias=True)
+        headers = {"Content-Type": "application/json"}
+        response = self._request("POST", api_paths.UPLOADS, content=body, headers=headers)
+        receipt: dict[str, Any] = response.json()
+        return receipt
+
+    def record_commits(self, repository: str, links: Sequence[tuple[str, str]]) -> None:
+        """Record first-parent links (commit, parent) of the repository's history."""
+        body = {"parents": [{"commit": c, "parent": p} for c, p in links]}
+        self._request("POST", api_paths.commits(repository), json=body)
+
+    def pull_report(self, repository: str, number: int) -> dict[str, Any] | None:
+        """The PR report as the service sends it; None while nothing was uploaded for the PR."""
+        try:
+            response = self._request("GET", api_paths.pull_report(repository, number))
+        except UploadFailed as exc:
+            if exc.status == 404:
+                return None
+            raise
+        report: dict[str, Any] = response.json()
+        return report
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        content: str | None = None,
+        json: Any = None,
+        headers: dict[str, str] | None = None,
+    ) -> httpx.Response:
+        url = self.server + path
+        sent = dict(headers or {})
+        if self.token:
+            sent["Authorization"] = f"Bearer {self.token}"
+
+        def once() -> httpx.Response:
+            try:
+                with httpx.Client(transport=self.transport, timeout=self.timeout_s) as http:
+                    response = http.request(method, url, content=content, json=json, headers=sent)
+            except httpx.HTTPError as exc:
+                raise UploadFailed(f"no answer from {url} ({exc}): {SERVER_HINT}") from exc
+            if response.status_code not in (200, 201):
+                raise UploadFailed(
+                    f"{url} answered {response.status_code}: {_detail(response)}",
+                    response.status_code,
+                )
+            return response
+
+        return self.retry.call(once)
+
+
+def _detail(response: httpx.Response) -> str:
+    """The service's `detail`, else the start of the body."""
+    try:
+        detail = response.json().get("detail", response.text)
+    except (ValueError, AttributeError):
+        detail = response.text[:500]
+    return str(detail)
