@@ -80,12 +80,23 @@ def a2a_attention(
             return LocalAttention.apply(q_BHTD, k_BHTD, v_BHTDv, mask_TT, scale_)
 
         return ulysses(
-            q_BHqSD, k_BHkvSD, v_BHkvSDv, group=group,
+            q_BHqSD,
+            k_BHkvSD,
+            v_BHkvSDv,
+            group=group,
             balancer=SequenceBalancer(seq, size, head_tail=load_balance),
-            cp_ranks=list(range(size)), inner=local,
-        )  # fmt: skip
+            cp_ranks=list(range(size)),
+            inner=local,
+        )
 
     return attend_in_layout(
-        q, k, v, layout=layout, cp_size=size, load_balance=load_balance, scale=scale,
-        attend=attend, head_split=size,
-    )  # fmt: skip
+        q,
+        k,
+        v,
+        layout=layout,
+        cp_size=size,
+        load_balance=load_balance,
+        scale=scale,
+        attend=attend,
+        head_split=size,
+    )

@@ -87,16 +87,33 @@ def a2a_p2p_attention(
 
         def ring(q_BHTD: Any, k_BHTD: Any, v_BHTDv: Any) -> Any:
             return ring_attention_bhsd(
-                q_BHTD, k_BHTD, v_BHTDv, group=p2p_group, causal=causal,
-                load_balance=load_balance, scale=scale_,
-            )  # fmt: skip
+                q_BHTD,
+                k_BHTD,
+                v_BHTDv,
+                group=p2p_group,
+                causal=causal,
+                load_balance=load_balance,
+                scale=scale_,
+            )
 
         return ulysses(
-            q_BHqSD, k_BHkvSD, v_BHkvSDv, group=a2a_group, balancer=balancer,
-            cp_ranks=cp_ranks, inner=ring,
-        )  # fmt: skip
+            q_BHqSD,
+            k_BHkvSD,
+            v_BHkvSDv,
+            group=a2a_group,
+            balancer=balancer,
+            cp_ranks=cp_ranks,
+            inner=ring,
+        )
 
     return attend_in_layout(
-        q, k, v, layout=layout, cp_size=cp, load_balance=load_balance, scale=scale,
-        attend=attend, head_split=a2a_size,
-    )  # fmt: skip
+        q,
+        k,
+        v,
+        layout=layout,
+        cp_size=cp,
+        load_balance=load_balance,
+        scale=scale,
+        attend=attend,
+        head_split=a2a_size,
+    )

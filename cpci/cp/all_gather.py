@@ -88,6 +88,12 @@ def all_gather_attention(
         )
 
     return attend_in_layout(
-        q, k, v, layout=layout, cp_size=size, load_balance=load_balance, scale=scale,
+        q,
+        k,
+        v,
+        layout=layout,
+        cp_size=size,
+        load_balance=load_balance,
+        scale=scale,
         attend=attend,
-    )  # fmt: skip
+    )

@@ -186,11 +186,22 @@ def p2p_attention(
 
     def attend(q_BHqSD: Any, k_BHkvSD: Any, v_BHkvSDv: Any, scale_: float, _: Any) -> Any:
         return ring_attention_bhsd(
-            q_BHqSD, k_BHkvSD, v_BHkvSDv, group=group, causal=causal,
-            load_balance=load_balance, scale=scale_,
-        )  # fmt: skip
+            q_BHqSD,
+            k_BHkvSD,
+            v_BHkvSDv,
+            group=group,
+            causal=causal,
+            load_balance=load_balance,
+            scale=scale_,
+        )
 
     return attend_in_layout(
-        q, k, v, layout=layout, cp_size=size, load_balance=load_balance, scale=scale,
+        q,
+        k,
+        v,
+        layout=layout,
+        cp_size=size,
+        load_balance=load_balance,
+        scale=scale,
         attend=attend,
-    )  # fmt: skip
+    )

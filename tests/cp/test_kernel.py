@@ -181,7 +181,8 @@ def test_local_attention_autograd(dtype: Any) -> None:
     out.backward(dout)
     assert out.dtype == dtype
     assert all(x.grad.dtype == dtype for x in leaves)
-    expected = sdpa(*(x.double() for x in (q, k, v, dout)), True)
+    q64, k64, v64, dout64 = (x.double() for x in (q, k, v, dout))
+    expected = sdpa(q64, k64, v64, dout64, True)
     tol = 1e-5 if dtype == torch.float32 else 2e-2  # one bf16 rounding of O(1) values
     for actual, want in zip((out, *(x.grad for x in leaves)), expected, strict=True):
         torch.testing.assert_close(actual.double(), want, atol=tol, rtol=tol)
