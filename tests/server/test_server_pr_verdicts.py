@@ -195,3 +195,20 @@ def test_the_dashboard_says_what_the_report_says(http: httpx.Client) -> None:
     assert pull["failing"] == 3
     html = http.get(f"/ui/{REPO}").text
     assert "2 new failure(s), 1 flaky" in html
+
+
+def test_timings_are_compared_with_the_same_leg(http: httpx.Client) -> None:
+    """An A100 leg three times slower than the H100 one is no duration regression."""
+    for n in range(1, 6):
+        for leg, seconds in (("h100", 1.0), ("a100", 3.0)):
+            body = envelope([record("stable", duration_s=seconds)], commit=sha(n), leg=leg)
+            send(http, body | {"ci_run_id": str(n)})
+    head = {"base_commit": sha(5), "commit": "e" * 40, "pull_request": 13, "branch": "pr-13"}
+    for leg, seconds in (("h100", 1.0), ("a100", 3.05)):
+        send(http, envelope([record("stable", duration_s=seconds)], leg=leg, **head))
+    assert report(http, 13)["duration_regressions"] == []
+    head = {**head, "commit": "d" * 40, "ci_run_id": "pr13b"}
+    for leg in ("h100", "a100"):
+        send(http, envelope([record("stable", duration_s=3.0)], leg=leg, **head))
+    (slow,) = report(http, 13)["duration_regressions"]
+    assert slow["shift"]["baseline_median"] == 1.0

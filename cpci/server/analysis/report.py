@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from cpci.schema import FAILING_OUTCOMES
 from cpci.server.analysis.evidence import EvidencePolicy
@@ -67,7 +67,7 @@ class ReportInputs:
     head: Mapping[ConfigLeg, Sequence[ResultView]]
     base: Mapping[ConfigLeg, Sequence[ResultView]] | None
     histories: Mapping[int, Sequence[Observation]]
-    base_samples: Mapping[int, Sequence[float]]  # passing durations on recent base-branch runs
+    base_samples: Mapping[ConfigLeg, Sequence[float]]  # passing durations, recent branch runs
     history_url: Callable[[str], str]
 
 
@@ -144,10 +144,11 @@ def build_report(
     )
 
 
-def _base_of(
-    base: Mapping[ConfigLeg, Sequence[ResultView]], at: ConfigLeg
-) -> Sequence[ResultView] | None:
-    """The base's results on the same leg; a base run without a matrix stands for every leg."""
+T = TypeVar("T")
+
+
+def _base_of(base: Mapping[ConfigLeg, T], at: ConfigLeg) -> T | None:
+    """The base's value on the same leg; a base run without a matrix stands for every leg."""
     found = base.get(at)
     if found is None and at.leg:
         return base.get(ConfigLeg(at.pk, ""))
@@ -165,7 +166,8 @@ def _shifts(inputs: ReportInputs) -> tuple[list[ShiftFinding], list[ShiftFinding
             continue
         pk = at.pk
         value = median([r.duration_s for r in head_ok])
-        shift = robust_shift("duration_s", inputs.base_samples.get(pk, ()), value, DURATION_POLICY)
+        samples = _base_of(inputs.base_samples, at) or ()
+        shift = robust_shift("duration_s", samples, value, DURATION_POLICY)
         if shift is not None:
             durations.append(_finding(inputs, pk, shift))
         names = head_ok[0].metrics.keys() if len(head_ok) == 1 else {

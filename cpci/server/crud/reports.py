@@ -159,9 +159,10 @@ def _baseline(
     return info, None
 
 
-def _base_samples(session: Session, base: MergedRun, count: int) -> dict[int, list[float]]:
+def _base_samples(session: Session, base: MergedRun, count: int) -> dict[ConfigLeg, list[float]]:
     """Passing results of the last `count` branch runs up to the baseline run, for timings
-    (which are noisy, so one base run is not enough; metrics are compared with the base run)."""
+    (which are noisy, so one base run is not enough; metrics are compared with the base run),
+    per config and matrix leg: an A100 is not timed against an H100."""
     run = base.latest
     query = select(Run.id).where(
         Run.repository_id == run.repository_id, col(Run.pull_request).is_(None)
@@ -177,20 +178,21 @@ def _base_samples(session: Session, base: MergedRun, count: int) -> dict[int, li
     shards = fetch_rows(session, f"SELECT id FROM shard WHERE run_id{member}", values)
     shard_ids = [pk for (pk,) in shards]
     return shard_cache(session).get(
-        "passed_durations", shard_ids, lambda: _passed_durations(session, shard_ids)
+        "passed_durations_by_leg", shard_ids, lambda: _passed_durations(session, shard_ids)
     )
 
 
-def _passed_durations(session: Session, shard_ids: list[int]) -> dict[int, list[float]]:
+def _passed_durations(session: Session, shard_ids: list[int]) -> dict[ConfigLeg, list[float]]:
     if not shard_ids:
         return {}
-    out: dict[int, list[float]] = defaultdict(list)
+    out: dict[ConfigLeg, list[float]] = defaultdict(list)
     member, values = one_of(session, shard_ids)
     rows = fetch_rows(
         session,
-        f"SELECT config_id, duration_s FROM result WHERE shard_id{member} AND outcome = 'passed'",
+        "SELECT r.config_id, s.leg, r.duration_s FROM result r JOIN shard s ON s.id = r.shard_id "
+        f"WHERE r.shard_id{member} AND r.outcome = 'passed'",
         values,
     )
-    for config_id, duration in rows:
-        out[config_id].append(duration)
+    for config_id, leg, duration in rows:
+        out[ConfigLeg(config_id, leg)].append(duration)
     return dict(out)  # shared through the cache: a defaultdict would grow on lookups
