@@ -181,6 +181,9 @@ def test_order_dependent_is_a_failure_naming_its_predecessors() -> None:
         "order-dependent: fails after tests/a.py::x[1], tests/a.py::y[2]; passes alone"
     )
     assert decide(head, [F], None).verdict == "broken_at_base"
+    many = ", ".join(f"tests/a.py::t[{i}]" for i in range(300))
+    crowded = [ResultView("failed", isolation="order-dependent", culprit=f"fails after: {many}")]
+    assert len(decide(crowded, [P], None).reason) < 600
 
 
 SEGFAULT = [

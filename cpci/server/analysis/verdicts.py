@@ -35,6 +35,8 @@ ORDER_DEPENDENT = "order-dependent"
 #: Infra-looking failures on at least this many attempts, all failing, while the base passes,
 #: are the PR's: a transient fault does not repeat on every rerun.
 INFRA_REPEATS = 2
+#: The most characters of uploaded text (predecessors, a not-run reason) one reason quotes.
+REASON_PART = 500
 
 
 class ResultView(NamedTuple):
@@ -228,7 +230,8 @@ def _order_dependent(results: Sequence[ResultView]) -> str | None:
     for text in (t for r in marked for t in (r.culprit, *r.messages)):
         match = _PREDECESSORS.search(text)
         if match:
-            return f"order-dependent: fails after {match.group(1).strip()}; passes alone"
+            names = _clip(match.group(1).strip())
+            return f"order-dependent: fails after {names}; passes alone"
     return "order-dependent: fails after the configs that ran before it; passes alone"
 
 
@@ -237,5 +240,10 @@ def _not_run(head: Sequence[ResultView]) -> Decision:
     never = [r for r in head if r.outcome in NOT_RUN_OUTCOMES]
     why = next((t for r in never for t in (r.culprit, *r.messages) if t.strip()), "")
     why = why.splitlines()[0].strip() if why.strip() else "no reason given"
-    why = re.sub(r"^not run:\s*", "", why, flags=re.IGNORECASE)
+    why = _clip(re.sub(r"^not run:\s*", "", why, flags=re.IGNORECASE))
     return Decision("infra", f"not run: {why}", "not-run")
+
+
+def _clip(text: str, limit: int = REASON_PART) -> str:
+    """Text from an upload, cut to fit a reason (a world of 200 predecessors names them all)."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
