@@ -1,0 +1,46 @@
+"""The one verdict table: dependency-free, and in step with the report, the gate and the UI."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from cpci.github.gate import failing_configs, gate
+from cpci.server.reports import PullRequestReport
+from cpci.verdict_table import ATTENTION, BY_NAME, FAILING, VERDICTS, count_text, info
+from tests.github.reports import report, verdict
+
+
+def test_the_table_imports_nothing_of_cpci() -> None:
+    code = (
+        "import sys, cpci.verdict_table; "
+        "bad = sorted(m for m in sys.modules if m.startswith('cpci.') and m != 'cpci.verdict_table'"
+        " or m == 'pydantic'); print(bad); sys.exit(1 if bad else 0)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_every_section_is_a_field_of_the_report() -> None:
+    fields = PullRequestReport.model_fields
+    for name in ATTENTION:
+        assert info(name).field in fields
+    assert [v.name for v in VERDICTS][: len(ATTENTION)] == list(ATTENTION)
+
+
+def test_the_gate_fails_exactly_on_the_gating_verdicts() -> None:
+    for v in VERDICTS:
+        if not v.field or v.name == "pending":
+            continue
+        one = report(**{v.field: [verdict("x", v.name)]})
+        assert (gate(one, None) == "failure") == v.gates, v.name
+        assert failing_configs(one) == (1 if v.failing else 0), v.name
+
+
+def test_counts_read_in_the_tables_order() -> None:
+    assert count_text({"flaky": 1, "new_failure": 2, "fixed": 3}) == "2 new failure(s), 1 flaky"
+    assert {n for n, v in BY_NAME.items() if v.failing} == FAILING
+    with pytest.raises(ValueError, match="unknown verdict 'red'"):
+        info("red")
