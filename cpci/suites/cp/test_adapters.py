@@ -6,13 +6,16 @@ PyTorch's CP runs on CPU, its head-tail sharding, is checked against ours here t
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Any
+
 import pytest
 
 from cpci.runner import DistContext
 
 torch = pytest.importorskip("torch")
 
-from cpci.cp import torch_cp  # noqa: E402
+from cpci.cp import CPGroups, cp_attention, torch_cp  # noqa: E402
 from cpci.cp.adapters import ADAPTERS  # noqa: E402
 from cpci.cp.balancer import SequenceBalancer  # noqa: E402
 from cpci.cp.harness import CaseSpec, make_inputs, reference_for, run_sharded  # noqa: E402
@@ -76,3 +79,33 @@ def test_torch_cp_shards_like_our_balancer(
     theirs = torch_cp.sharder(api, spec, mesh, cpci_dist.device)([inputs.q, inputs.dout], dim)
     for full, shard in zip([inputs.q, inputs.dout], theirs, strict=True):
         torch.testing.assert_close(shard, ours.shard(full, dim, cpci_dist.rank), rtol=0, atol=0)
+
+
+@pytest.mark.cpci(world_size=2)
+def test_torch_cp_shards_feed_our_ring(cpci_dist: DistContext) -> None:
+    """Inputs cut by torch (`_context_parallel_shard` + head-tail) through our ring pass the
+    oracle; cut without the balancer, the same ring fails it: the harness's unshard would
+    catch a stack whose layout is not ours."""
+    api = torch_cp.load()
+    if isinstance(api, str):
+        pytest.skip(api)
+    spec = CaseSpec(causal=True, load_balance=True)
+    inputs = make_inputs(spec, device=cpci_dist.device)
+    mesh = torch_cp.mesh_for(None, cpci_dist.device)
+
+    def ring(q: Any, k: Any, v: Any) -> Any:
+        return cp_attention(
+            q, k, v, algorithm="p2p", groups=CPGroups(), causal=True, load_balance=True
+        )
+
+    def run(shard_spec: CaseSpec) -> dict[str, Any]:
+        shard = torch_cp.sharder(api, shard_spec, mesh, cpci_dist.device)
+        return run_sharded(
+            spec, inputs, ring, rank=cpci_dist.rank, cp_size=2, group=None, shard=shard
+        )
+
+    reference = reference_for(spec, inputs)
+    assert_matches(run(spec), reference, spec.dtype)
+    contiguous = run(replace(spec, load_balance=False))
+    with pytest.raises(AssertionError, match="differs from the SDPA reference"):
+        assert_matches(contiguous, reference, spec.dtype)
