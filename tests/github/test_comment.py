@@ -206,12 +206,15 @@ def test_a_new_failure_shows_why_flakiness_was_ruled_out_and_its_leg() -> None:
         chance=0.0897,
         threshold=0.2,
     )
-    reason = f"passes at base, fails at head; not explained by flakiness: {test.text()} < 20%"
+    reason = f"passes at base, fails at head; not explained by flakiness: {test.text()}"
     failure = verdict("p2p-bf16", reason=reason, evidence=test, leg="a100")
     body = render(report(new_failures=[failure]), None, OPTIONS)
     (line,) = [x for x in body.splitlines() if "p2p-bf16" in x]
     assert "on `a100`" in line
-    assert test.text() == "failed 3/3 attempts; known flaky rate <= 0.45 (9/30 failed); chance 9.0%"
+    assert test.text() == (
+        "failed 3/3 attempts; known flaky rate <= 0.45; chance 9.0% < 20% "
+        "(9/30 attempts failed on branch runs)"
+    )
     assert md.text(test.text()) in line
     plain = render(report(new_failures=[verdict("p2p-bf16")]), None, OPTIONS)
     assert "passes at base" not in plain  # the section's title says as much

@@ -97,14 +97,15 @@ def test_known_flaky_config_failing_every_one_of_three_attempts_is_a_new_failure
     assert test.failed_attempts == 3
     assert test.rate_upper == pytest.approx(jeffreys_upper(9, 30, 0.95), abs=1e-4)
     assert test.chance == pytest.approx(test.rate_upper**3, rel=1e-3)
-    assert "failed 3/3 attempts; known flaky rate <= 0.45 (9/30 failed)" in decision.reason
+    assert "failed 3/3 attempts; known flaky rate <= 0.45; chance 9.0% < 20%" in decision.reason
+    assert "(9/30 attempts failed on branch runs)" in decision.reason
     assert f"chance {test.chance:.1%}" in decision.reason
 
 
 def test_one_failed_attempt_with_the_usual_signature_stays_flaky() -> None:
     decision = decide(attempts(1), [P], known(True, 9, 30, USUAL))
     assert decision.verdict == "flaky"
-    assert "failed 1/1 attempt; known flaky rate <= 0.45" in decision.reason
+    assert "failed 1/1 attempt; known flaky rate <= 0.45; chance 44.8% >= 20%" in decision.reason
 
 
 def test_a_new_signature_makes_a_single_failure_the_prs() -> None:

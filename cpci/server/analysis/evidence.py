@@ -62,13 +62,17 @@ class FlakeTest(BaseModel):
         return self.chance >= self.threshold
 
     def text(self) -> str:
-        """E.g. "failed 3/3 attempts; known flaky rate <= 0.18; chance 0.6%"."""
+        """E.g. "failed 3/3 attempts; known flaky rate <= 0.18; chance 0.6% < 20% (...)"."""
         k = self.failed_attempts
-        out = f"failed {k}/{k} attempt{'s' if k != 1 else ''}; known flaky rate <= "
-        out += f"{self.rate_upper:.2f} ({self.history_failures}/{self.history_trials} failed)"
+        out = (
+            f"failed {k}/{k} attempt{'s' if k != 1 else ''}; known flaky rate <= "
+            f"{self.rate_upper:.2f}; chance {self.chance:.1%} "
+            f"{'>=' if self.flake_explains else '<'} {self.threshold:.0%} "
+            f"({self.history_failures}/{self.history_trials} attempts failed on branch runs"
+        )
         if self.novel_signature:
-            out += f"; new error signature (seen in {self.novel_share:.0%} of flaky failures)"
-        return out + f"; chance {self.chance:.1%}"
+            out += f"; a new error signature, as {self.novel_share:.0%} of its flaky failures show"
+        return out + ")"
 
 
 def flake_test(

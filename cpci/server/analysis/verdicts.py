@@ -179,7 +179,7 @@ def decide(
     if base_state == "mixed":
         reason = "passed and failed at base, fails at head"
     if test is not None:
-        reason += f"; not explained by flakiness: {test.text()} < {test.threshold:.0%}"
+        reason += f"; not explained by flakiness: {test.text()}"
     elif known is not None:
         reason += f"; not explained by flakiness ({known.reason})"
     return Decision("new_failure", reason, evidence=test)
