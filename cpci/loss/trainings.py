@@ -106,18 +106,18 @@ def run_training(
 
 
 def _run(argv: list[str], out: IO[bytes], env: dict[str, str], timeout: float | None) -> int:
-    """Run to the end; on timeout or interrupt kill the whole process group, so the ranks a
-    launcher (torchrun, mp.spawn) started do not outlive it, holding GPUs and ports."""
+    """Run to the end, then kill what is left of its process group (also on a timeout or an
+    interrupt), so no rank a launcher (torchrun, mp.spawn) started outlives it holding GPUs and
+    ports into the next training."""
     process = subprocess.Popen(
         argv, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
     )
     try:
         return process.wait(timeout)
-    except BaseException:  # TimeoutExpired, KeyboardInterrupt
+    finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
         process.wait()
-        raise
 
 
 def log_tail(log: Path, lines: int = TAIL_LINES) -> str:

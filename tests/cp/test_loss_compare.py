@@ -385,3 +385,19 @@ def test_run_mode_timeout_kills_the_training_and_its_ranks(tmp_path: Path) -> No
     assert "rank pid" in log, "the rank did not start within the timeout; the machine is slow"
     pid = int(log.split("rank pid", 1)[1].split()[0])
     assert not _alive(pid), f"rank {pid} outlived its training"
+
+
+def test_run_mode_leaves_no_straggler_ranks(tmp_path: Path) -> None:
+    """A training that exits while a rank it started still runs: the rank is killed too."""
+    rank = "import os, threading; print(os.getpid(), flush=True); threading.Event().wait()"
+    launcher = (
+        "import subprocess, sys; "
+        f"p = subprocess.Popen([sys.executable, '-c', {rank!r}], stdout=subprocess.PIPE); "
+        "print('rank pid', p.stdout.readline().decode().strip()); print('step: 1 loss: 1.0')"
+    )
+    result = run_mode(tmp_path, f"{PY} -c {shlex.quote(launcher)}", f"{PY} -c 'print(1)'")
+    log = (tmp_path / "out" / "baseline.log").read_text()
+    pid = int(log.split("rank pid", 1)[1].split()[0])
+    assert not _alive(pid), f"rank {pid} outlived its training"
+    assert result.returncode == 2  # the test "training" logged no losses
+    assert "no losses found in" in result.stderr
