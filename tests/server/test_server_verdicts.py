@@ -182,6 +182,22 @@ def test_order_dependent_is_a_failure_naming_its_predecessors() -> None:
         "order-dependent: fails after tests/a.py::x[1], tests/a.py::y[2]; passes alone"
     )
     assert decide(head, [F], None).verdict == "broken_at_base"
+    # The runner's note, first in rank_errors before the rank's own error, as it writes it now.
+    note = "order-dependent: passes alone, fails after tests/a.py::x[1], tests/a.py::y[2]"
+    detail = "Failed in a shared world, passed alone, and failed again ... in that world:\nx\ny"
+    errors = [
+        {"rank": -1, "phase": "isolation", "message": note, "detail": detail},
+        {"rank": 0, "phase": "call", "message": "AssertionError: out not close"},
+    ]
+    marked = ResultView(
+        "failed",
+        isolation="order-dependent",
+        messages=(note, detail, "AssertionError: o"),
+        culprit=culprit_error(errors),
+    )
+    assert decide([marked], [P], None).reason == (
+        "order-dependent: fails after tests/a.py::x[1], tests/a.py::y[2]; passes alone"
+    )
     many = ", ".join(f"tests/a.py::t[{i}]" for i in range(300))
     crowded = [ResultView("failed", isolation="order-dependent", culprit=f"fails after: {many}")]
     assert len(decide(crowded, [P], None).reason) < 600

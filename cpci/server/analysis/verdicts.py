@@ -135,7 +135,13 @@ _FIXED = Decision("fixed", "failed at base, passes at head")
 _PASSED = Decision("passed", "passes at head")
 _FLAKY_AT_HEAD = Decision("flaky", "passed and failed at the head commit itself")
 DEFAULT_POLICY = EvidencePolicy()
-_PREDECESSORS = re.compile(r"\bafter\b[^:\n]*:\s*(.+)", re.IGNORECASE)
+#: Where the runner's order-dependent note names the predecessors: "order-dependent: passes
+#: alone, fails after X, Y" (one line), or "... fails again after the configs that ran before
+#: it in its world: X, Y" (an older wording).
+_PREDECESSORS = (
+    re.compile(r"\bworld:[ \t]*(\S[^\n]*)", re.IGNORECASE),
+    re.compile(r"\bfails (?:again )?after (?!the configs)([^\n]+)", re.IGNORECASE),
+)
 
 
 def decide(
@@ -227,8 +233,8 @@ def _order_dependent(results: Sequence[ResultView]) -> str | None:
     marked = [r for r in results if r.isolation == ORDER_DEPENDENT]
     if not marked:
         return None
-    for text in (t for r in marked for t in (r.culprit, *r.messages)):
-        match = _PREDECESSORS.search(text)
+    texts = [t for r in marked for t in (*r.messages, r.culprit)]
+    for match in (p.search(t) for p in _PREDECESSORS for t in texts):
         if match:
             names = _clip(match.group(1).strip())
             return f"order-dependent: fails after {names}; passes alone"
