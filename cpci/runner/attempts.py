@@ -24,28 +24,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
 
+from cpci.runner.delivery import Delivery
 from cpci.runner.planning import ConfigSpec
 from cpci.runner.rank_errors import world_note
-from cpci.schema import FAILING_OUTCOMES, NOT_RUN_OUTCOMES, ResultRecord
+from cpci.runner.rerun_policy import RerunPolicy
+from cpci.schema import FAILING_OUTCOMES, NOT_RUN_OUTCOMES, Isolation, ResultRecord
 
-#: Outcomes worth a rerun: failures of a config that ran.
-RERUN_OUTCOMES = FAILING_OUTCOMES - NOT_RUN_OUTCOMES
 #: Predecessors named in an order-dependence message; the full list goes in its detail.
 NAMED_PREDECESSORS = 3
-
-
-@dataclass(frozen=True)
-class Delivery:
-    """A config's record; `final` is the one pytest reports (earlier attempts only get logged)."""
-
-    spec: ConfigSpec
-    record: ResultRecord
-    reports: list[dict[str, Any]] | None  # serialized pytest reports, None for crash/timeout
-    final: bool
-    note: str | None = None
-    recorded: bool = False  # the record is in the results file already: only report it
 
 
 @dataclass(frozen=True)
@@ -63,21 +50,6 @@ RunInFreshWorld = Callable[[list[ConfigSpec], int], Delivery | None]
 Send = Callable[[Delivery], None]
 
 
-@dataclass(frozen=True)
-class RerunPolicy:
-    """How hard the runner tries before it calls a failure a failure."""
-
-    reruns: int = 0
-    isolate: bool = False
-
-    def alone_runs(self, shared: bool) -> int:
-        """Alone runs a failing config gets: the reruns, and at least one to isolate it."""
-        return max(self.reruns, 1 if self.isolate and shared else 0)
-
-    def wants_rerun(self, record: ResultRecord, shared: bool) -> bool:
-        return record.outcome in RERUN_OUTCOMES and self.alone_runs(shared) > 0
-
-
 def settle(first: Attempt, policy: RerunPolicy, run: RunInFreshWorld, send: Send) -> Delivery:
     """Rerun a failed first attempt (already sent) as `policy` says; return the final record.
 
@@ -93,7 +65,7 @@ def settle(first: Attempt, policy: RerunPolicy, run: RunInFreshWorld, send: Send
         if not attempts.failed_last:
             break
     if attempts.failed_last:
-        isolation = "fails-alone" if isolating and attempts.ran > 1 else None
+        isolation: Isolation | None = "fails-alone" if isolating and attempts.ran > 1 else None
         return attempts.final_failure(isolation)
     # Failed only in the shared world: replay it after the same predecessors.
     replay = isolating and attempts.failures == 1 and bool(first.before)
@@ -135,7 +107,7 @@ class _Attempts:
     def _final(self, record: ResultRecord, note: str) -> Delivery:
         return replace(self.latest, record=record, final=True, note=note, recorded=not self._held)
 
-    def final_failure(self, isolation: str | None) -> Delivery:
+    def final_failure(self, isolation: Isolation | None) -> Delivery:
         record = self.latest.record
         notes = [f"failed {self.failures}/{self.ran} attempts"] if self.ran > 1 else []
         if self.stopped:
@@ -167,7 +139,7 @@ class _Attempts:
         )
         return self._final(record, f"ORDER-DEPENDENT: {message.removeprefix('order-dependent: ')}")
 
-    def flaky(self, isolation: str | None) -> Delivery:
+    def flaky(self, isolation: Isolation | None) -> Delivery:
         record = self.latest.record.model_copy(update={"flaky": True, "isolation": isolation})
         note = f"FLAKY: failed {self.failures} of {self.ran} attempts, then passed when rerun alone"
         if self.stopped:

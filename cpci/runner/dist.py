@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # `cpci.runner` stays light: the shim imports it on every rank's launch
+    from cpci.runner.protocol import Backend
 
 
 @dataclass
@@ -19,7 +22,7 @@ class DistContext:
     rank: int
     world_size: int
     local_rank: int
-    backend: str
+    backend: Backend
     device: Any  # torch.device; typed loosely so the runner imports without torch
     metrics: dict[str, float] = field(default_factory=dict)
 

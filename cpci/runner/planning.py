@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from cpci.runner.protocol import BACKENDS, Backend
 from cpci.schema import JSONScalar
 
 MARKER = "cpci"
@@ -32,7 +33,7 @@ class ConfigSpec:
     nodeid: str
     path: str
     world_size: int
-    backend: str
+    backend: Backend
     timeout: float
     params: dict[str, JSONScalar] = field(default_factory=dict)
 
@@ -43,11 +44,11 @@ class Batch:
 
     index: int
     world_size: int
-    backend: str
+    backend: Backend
     configs: tuple[ConfigSpec, ...]
 
 
-def spec_for(item: pytest.Item, *, default_timeout: float, backend: str) -> ConfigSpec | None:
+def spec_for(item: pytest.Item, *, default_timeout: float, backend: Backend) -> ConfigSpec | None:
     """The config for a marked item, None for an unmarked one; PlanningError if the mark is bad."""
     mark = item.get_closest_marker(MARKER)
     if mark is None:
@@ -73,8 +74,10 @@ def spec_for(item: pytest.Item, *, default_timeout: float, backend: str) -> Conf
     if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0:
         raise PlanningError(f"cpci marker timeout must be seconds > 0, got {timeout!r}")
     chosen_backend = kwargs.get("backend", backend)  # the session's backend is already resolved
-    if chosen_backend not in ("gloo", "nccl"):
-        raise PlanningError(f"cpci marker backend must be gloo or nccl, got {chosen_backend!r}")
+    if chosen_backend not in BACKENDS:
+        raise PlanningError(
+            f"cpci marker backend must be one of {', '.join(BACKENDS)}, got {chosen_backend!r}"
+        )
     return ConfigSpec(
         nodeid=item.nodeid,
         path=str(item.path),
@@ -98,7 +101,7 @@ def _params(item: pytest.Item) -> dict[str, JSONScalar]:
 
 def make_batches(specs: list[ConfigSpec], batch_size: int) -> list[Batch]:
     """Group by (world size, backend) in first-seen order, then chunk each group."""
-    groups: dict[tuple[int, str], list[ConfigSpec]] = {}
+    groups: dict[tuple[int, Backend], list[ConfigSpec]] = {}
     for spec in specs:
         groups.setdefault((spec.world_size, spec.backend), []).append(spec)
     batches: list[Batch] = []

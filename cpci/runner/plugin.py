@@ -12,8 +12,8 @@ import pytest
 
 from cpci.runner.dist import DistContext
 from cpci.runner.planning import MARKER_HELP
+from cpci.runner.pytest_reports import FLAKY_ATTR
 from cpci.runner.rank_plugin import DIST_CONTEXT, RankPlugin
-from cpci.runner.reporting import FLAKY_ATTR
 from cpci.runner.session import BatchedSession
 from cpci.runner.settings import add_options, resolve
 

@@ -1,4 +1,8 @@
-"""A record's `rank_errors`: which rank's error leads, and the runner's own world-level notes.
+"""A record's `rank_errors`: how each entry is made, which rank's error leads, the world's notes.
+
+Every entry the runner writes is made here, by `rank_error`: its message is the failure's first
+line (`first_line`), and both texts are clipped to the schema's bounds, since an entry the schema
+refuses would lose the whole record.
 
 The rank that failed first leads, not the lowest rank number.
 
@@ -39,12 +43,27 @@ def first_failing_first(
     return sorted(errors, key=key)
 
 
-def world_note(phase: str, message: str, detail: str = "") -> RankError:
-    """A world-level entry (rank -1) written by the runner itself, clipped to the schema's bounds.
+def first_line(text: str) -> str:
+    """The line a table shows for a failure: the first `E   ` line, else the last non-empty one."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    errors = [line[1:].strip() for line in lines if line.startswith("E ")]
+    if errors:
+        return errors[0][:MESSAGE_MAX]
+    return (lines[-1].strip() if lines else "")[:MESSAGE_MAX]
 
-    Its text may quote node ids and rank logs of any length; an entry the schema refuses would
-    lose the whole record.
+
+def rank_error(rank: int, phase: str, detail: str, message: str | None = None) -> RankError:
+    """One entry of `rank_errors`, clipped to the schema's bounds.
+
+    `message` defaults to the first line of `detail`. Texts may quote tracebacks, node ids and
+    rank logs of any length.
     """
+    headline = first_line(detail) if message is None else message
     return RankError(
-        rank=-1, phase=phase, message=message[:MESSAGE_MAX], detail=detail[:DETAIL_MAX]
+        rank=rank, phase=phase, message=headline[:MESSAGE_MAX], detail=detail[:DETAIL_MAX]
     )
+
+
+def world_note(phase: str, message: str, detail: str = "") -> RankError:
+    """A world-level entry (rank -1) written by the runner itself."""
+    return rank_error(-1, phase, detail, message)

@@ -14,53 +14,19 @@ import threading
 from collections.abc import Callable
 from dataclasses import replace
 
-from cpci.runner.attempts import Attempt, Delivery, RerunPolicy, settle
+from cpci.runner.attempts import Attempt, settle
+from cpci.runner.delivery import Delivery, Where, of_agreed, of_ended_world, of_not_run
 from cpci.runner.planning import Batch, ConfigSpec
 from cpci.runner.progress import RunStats
-from cpci.runner.rank_errors import world_note
-from cpci.runner.world import AgreedOutcome, World, WorldFailure, WorldLaunch, WorldResult
-from cpci.schema import BatchInfo, ResultRecord
+from cpci.runner.protocol import AgreedRecord
+from cpci.runner.rerun_policy import RerunPolicy
+from cpci.runner.slots import Slots
+from cpci.runner.world import World, WorldFailure, WorldLaunch, WorldResult
+from cpci.schema import BatchInfo
 
-__all__ = ["Deliver", "Delivery", "Scheduler", "Slots"]
+__all__ = ["Deliver", "Scheduler"]
 
 Deliver = Callable[[Delivery], None]
-
-
-class Slots:
-    """Devices for worlds that run at once: GPU indices, or CPU cores when there are no GPUs."""
-
-    def __init__(self, gpus: int, cores: int) -> None:
-        self._gpus = list(range(gpus))
-        self._free_gpus = list(self._gpus)
-        self._cores = max(1, cores)
-        self._free_cores = self._cores
-        self._cond = threading.Condition()
-
-    def acquire(self, world_size: int) -> tuple[dict[str, str], Callable[[], None]]:
-        """Block until the world fits; returns its extra env and the function that frees it."""
-        with self._cond:
-            if self._gpus:
-                if world_size > len(self._gpus):
-                    raise ValueError(
-                        f"a world of {world_size} ranks needs {world_size} GPUs, "
-                        f"{len(self._gpus)} are visible"
-                    )
-                self._cond.wait_for(lambda: len(self._free_gpus) >= world_size)
-                taken = self._free_gpus[:world_size]
-                del self._free_gpus[:world_size]
-                env = {"CUDA_VISIBLE_DEVICES": ",".join(map(str, taken))}
-                return env, lambda: self._release(gpus=taken)
-            need = min(world_size, self._cores)
-            self._cond.wait_for(lambda: self._free_cores >= need)
-            self._free_cores -= need
-            return {}, lambda: self._release(cores=need)
-
-    def _release(self, gpus: list[int] | None = None, cores: int = 0) -> None:
-        with self._cond:
-            self._free_gpus.extend(gpus or [])
-            self._free_gpus.sort()
-            self._free_cores += cores
-            self._cond.notify_all()
 
 
 class Scheduler:
@@ -206,23 +172,13 @@ class Scheduler:
             release()
             return WorldResult(None, 0.0, set(), None)
 
-        def on_outcome(spec: ConfigSpec, agreed: AgreedOutcome) -> None:
-            record = ResultRecord(
-                nodeid=spec.nodeid,
-                world_size=spec.world_size,
-                backend=agreed.backend,
-                params=spec.params,
-                outcome=agreed.outcome,
-                duration_s=agreed.duration_s,
-                rank_errors=agreed.rank_errors,
-                attempt=attempt,
-                metrics=agreed.metrics,
-                batch=_batch_info(batch, world_no, world.started_s),
+        def on_outcome(spec: ConfigSpec, agreed: AgreedRecord) -> None:
+            where = _where(batch, world_no, attempt, world.started_s)
+            results[spec.nodeid] = self._settled(
+                _attempt(of_agreed(spec, agreed, where), order), log
             )
-            delivery = Delivery(spec, record, agreed.reports, final=False)
-            results[spec.nodeid] = self._settled(_attempt(delivery, order), log)
             with self.stats.lock:
-                self.stats.test_s += record.duration_s
+                self.stats.test_s += agreed.duration_s
 
         try:
             result = world.run(on_outcome)
@@ -246,22 +202,12 @@ class Scheduler:
         log: bool,
     ) -> Attempt:
         """The config in flight when its world crashed or hung: it ran, and it is to blame."""
-        record = ResultRecord(
-            nodeid=spec.nodeid,
-            world_size=spec.world_size,
-            backend=batch.backend,
-            params=spec.params,
-            outcome=failure.kind,
-            duration_s=failure.culprit_s,
-            rank_errors=failure.errors,
-            attempt=attempt,
-            batch=_batch_info(batch, world_no),
-        )
         if log:
             with self.stats.lock:
                 kind = self.stats.crashed if failure.kind == "crashed" else self.stats.timed_out
                 kind.append(spec.nodeid)
-        return self._settled(_attempt(Delivery(spec, record, None, final=False), order), log)
+        ended = of_ended_world(spec, failure, _where(batch, world_no, attempt))
+        return self._settled(_attempt(ended, order), log)
 
     def _not_run(
         self,
@@ -274,20 +220,8 @@ class Scheduler:
         log: bool,
     ) -> Attempt:
         """A config that never began: red, but no evidence about its code."""
-        message = f"not run: {why}"
-        record = ResultRecord(
-            nodeid=spec.nodeid,
-            world_size=spec.world_size,
-            backend=batch.backend,
-            params=spec.params,
-            outcome="not_run",
-            duration_s=0.0,
-            rank_errors=[world_note("world", message, f"{message}\n{detail}")],
-            attempt=attempt,
-            batch=_batch_info(batch, world_no),
-        )
-        delivery = Delivery(spec, record, None, final=False)
-        return self._settled(Attempt(delivery, [], shared=False), log)
+        never = of_not_run(spec, why, detail, _where(batch, world_no, attempt))
+        return self._settled(Attempt(never, [], shared=False), log)
 
     def _give_up(self, batch: Batch, why: str) -> None:
         """After a scheduler error: settle every config of the batch not yet reported."""
@@ -301,12 +235,12 @@ class Scheduler:
             else:
                 self._not_run(batch, spec, 0, 1, why, "", log=True)  # alone: final at once
 
-    def _send(self, delivery: Delivery) -> None:
+    def _send(self, sent: Delivery) -> None:
         with self._lock:
-            self._last[delivery.spec.nodeid] = delivery
-            if delivery.final:
-                self._reported.add(delivery.spec.nodeid)
-        self._deliver(delivery)
+            self._last[sent.spec.nodeid] = sent
+            if sent.final:
+                self._reported.add(sent.spec.nodeid)
+        self._deliver(sent)
 
     def _rerun(self, batch: Batch, first: Attempt) -> None:
         spec = first.delivery.spec
@@ -326,10 +260,10 @@ class Scheduler:
         self._send(final)
 
 
-def _attempt(delivery: Delivery, order: list[ConfigSpec]) -> Attempt:
-    spec = delivery.spec
-    return Attempt(delivery, order[: order.index(spec)], shared=len(order) > 1)
+def _attempt(ran: Delivery, order: list[ConfigSpec]) -> Attempt:
+    return Attempt(ran, order[: order.index(ran.spec)], shared=len(order) > 1)
 
 
-def _batch_info(batch: Batch, world_no: int, start_s: float | None = None) -> BatchInfo:
-    return BatchInfo(index=batch.index, world=world_no, size=len(batch.configs), start_s=start_s)
+def _where(batch: Batch, world_no: int, attempt: int, start_s: float | None = None) -> Where:
+    info = BatchInfo(index=batch.index, world=world_no, size=len(batch.configs), start_s=start_s)
+    return Where(attempt=attempt, backend=batch.backend, batch=info)

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from cpci.runner import outcome as outcomes
 from cpci.runner import sharding
-from cpci.runner.attempts import Delivery, RerunPolicy
+from cpci.runner.agreement import local_outcome
+from cpci.runner.delivery import Delivery
 from cpci.runner.planning import (
     MARKER,
     Batch,
@@ -23,9 +23,13 @@ from cpci.runner.planning import (
     spec_for,
 )
 from cpci.runner.progress import RunStats
-from cpci.runner.reporting import ResultsFile, item_reports, synthesized
-from cpci.runner.scheduler import Scheduler, Slots
+from cpci.runner.protocol import Backend
+from cpci.runner.pytest_reports import item_reports, synthesized
+from cpci.runner.rerun_policy import RerunPolicy
+from cpci.runner.results_file import ResultsFile
+from cpci.runner.scheduler import Scheduler
 from cpci.runner.settings import RunnerSettings
+from cpci.runner.slots import Slots
 from cpci.runner.world import WorldLaunch
 from cpci.schema import FAILING_OUTCOMES, NOT_RUN_OUTCOMES, ResultRecord
 
@@ -65,9 +69,8 @@ class BatchedSession:
         torch_missing = importlib.util.find_spec("torch") is None
         if any(item.get_closest_marker(MARKER) for item in items):  # else torch stays unloaded
             self.gpus = _visible_gpus(self.settings.backend)
-        backend = self.settings.backend
-        if backend == "auto":
-            backend = "nccl" if self.gpus else "gloo"
+        setting = self.settings.backend
+        backend: Backend = ("nccl" if self.gpus else "gloo") if setting == "auto" else setting
         plain: list[pytest.Item] = []
         configs: list[pytest.Item] = []
         for item in items:
@@ -168,20 +171,20 @@ class BatchedSession:
         args.append("--capture=no" if option.capture == "no" else "--capture=tee-sys")
         return args
 
-    def _deliver(self, delivery: Delivery) -> None:
-        if self._results is not None and not delivery.recorded:
-            self._results.append(delivery.record)
-        if not delivery.final:
+    def _deliver(self, sent: Delivery) -> None:
+        if self._results is not None and not sent.recorded:
+            self._results.append(sent.record)
+        if not sent.final:
             return
-        outcome = delivery.record.outcome
+        outcome = sent.record.outcome
         with self.stats.lock:
             self.stats.done += 1
             if outcome in NOT_RUN_OUTCOMES:
-                self.stats.not_run.append(delivery.spec.nodeid)
+                self.stats.not_run.append(sent.spec.nodeid)
             elif outcome in FAILING_OUTCOMES:
                 self.stats.failed += 1
         with self._arrived:
-            self._final[delivery.spec.nodeid] = delivery
+            self._final[sent.spec.nodeid] = sent
             self._arrived.notify_all()
 
     # -- reporting -----------------------------------------------------------------------------
@@ -225,7 +228,7 @@ class BatchedSession:
             ResultRecord(
                 nodeid=report.nodeid,
                 world_size=1,
-                outcome=outcomes.local_outcome(reports),  # type: ignore[arg-type]
+                outcome=local_outcome(reports),
                 duration_s=sum(r.duration for r in reports),
             )
         )
@@ -242,7 +245,7 @@ class BatchedSession:
         if self._results is not None:
             self._results.close()
         self._save_durations()
-        if self._run_dir is not None and not os.environ.get("CPCI_KEEP_WORLDS"):
+        if self._run_dir is not None and not self.settings.keep_worlds:
             shutil.rmtree(self._run_dir, ignore_errors=True)
 
     # -- durations -----------------------------------------------------------------------------

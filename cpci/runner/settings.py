@@ -12,11 +12,18 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 import pytest
 
-BACKENDS = ("auto", "gloo", "nccl")
+from cpci.runner.protocol import Backend
+
+#: What `--cpci-backend` takes: a backend, or `auto` (nccl where CUDA is present, else gloo).
+BackendSetting = Literal["auto", Backend]
+BACKEND_SETTINGS: tuple[BackendSetting, ...] = get_args(BackendSetting)
+#: Environment only (a post-mortem aid, not a run setting): any non-empty value keeps each
+#: world's directory (plan, journals, rank logs, stacks) under the system temp dir.
+KEEP_WORLDS_ENV = "CPCI_KEEP_WORLDS"
 
 
 def _int_at_least(minimum: int) -> Callable[[str], int]:
@@ -42,10 +49,11 @@ def _positive_float(text: str) -> float:
     return value
 
 
-def _backend(text: str) -> str:
-    if text not in BACKENDS:
-        raise ValueError(f"must be one of {', '.join(BACKENDS)}")
-    return text
+def _backend(text: str) -> BackendSetting:
+    for choice in BACKEND_SETTINGS:
+        if text == choice:
+            return choice
+    raise ValueError(f"must be one of {', '.join(BACKEND_SETTINGS)}")
 
 
 def _shard(text: str) -> tuple[int, int]:
@@ -190,7 +198,7 @@ class RunnerSettings:
     batch_size: int
     timeout: float
     workers: int
-    backend: str
+    backend: BackendSetting
     results: Path | None
     durations: Path | None
     shard: tuple[int, int] | None
@@ -199,6 +207,7 @@ class RunnerSettings:
     progress_interval: float
     isolate_failures: bool
     plan_only: bool
+    keep_worlds: bool = False
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -247,6 +256,7 @@ def resolve(config: pytest.Config, environ: dict[str, str] | None = None) -> Run
     return RunnerSettings(
         isolate_failures=bool(config.getoption("cpci_isolate_failures")),
         plan_only=bool(config.getoption("cpci_plan")),
+        keep_worlds=env.get(KEEP_WORLDS_ENV, "") != "",
         **values,
     )
 

@@ -9,7 +9,6 @@ pytest process that owns the world is gone, so a killed run leaves no orphan beh
 
 from __future__ import annotations
 
-import json
 import os
 import select
 import signal
@@ -17,6 +16,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from cpci.runner.rank_exit import RankExit
 
 
 def _wait_child_or_owner(child: subprocess.Popen[bytes], owner_pid: int) -> bool:
@@ -76,16 +77,7 @@ def main() -> None:
     if not _wait_child_or_owner(child, owner_pid):
         child.kill()
     code = child.wait()
-    # When it ended: the parent orders ranks by when they failed (the first to die leads).
-    status: dict[str, int | str | float] = {
-        "rank": rank,
-        "pid": child.pid,
-        "returncode": code,
-        "t": time.time(),
-    }
-    if code < 0:
-        status["signal"] = signal.Signals(-code).name
-    (world_dir / f"rank-{rank}.exit").write_text(json.dumps(status))
+    RankExit.of(rank, child.pid, code, time.time()).write(world_dir / f"rank-{rank}.exit")
     sys.exit(code if code >= 0 else 128 - code)
 
 

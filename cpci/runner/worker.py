@@ -9,7 +9,6 @@ hung world).
 from __future__ import annotations
 
 import faulthandler
-import json
 import os
 import signal
 import sys
@@ -22,10 +21,11 @@ import pytest
 
 from cpci.runner.dist import DistContext
 from cpci.runner.journal import JournalWriter
+from cpci.runner.protocol import Backend, Done, Hello, Ready, WorldPlan
 from cpci.runner.rank_plugin import RankPlugin
 
 
-def _init_world(backend: str, timeout_s: float) -> tuple[DistContext, Any]:
+def _init_world(backend: Backend, timeout_s: float) -> tuple[DistContext, Any]:
     import torch
     import torch.distributed as dist
 
@@ -56,30 +56,30 @@ def _init_world(backend: str, timeout_s: float) -> tuple[DistContext, Any]:
 
 def main(world_dir: Path) -> int:
     rank = int(os.environ["RANK"])
-    plan: dict[str, Any] = json.loads((world_dir / "plan.json").read_text())
+    plan = WorldPlan.model_validate_json((world_dir / "plan.json").read_bytes())
     stacks = open(world_dir / f"rank-{rank}.stacks", "w")  # noqa: SIM115 - lives as long as the process
     faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=True)
     faulthandler.enable()  # fatal signals (SIGSEGV, SIGABRT, ...) print stacks to the rank log
     journal = JournalWriter(world_dir / f"rank-{rank}.journal")
-    journal.write({"ev": "hello", "pid": os.getpid(), "t": time.time()})
-    context, control_group = _init_world(plan["backend"], plan["pg_timeout_s"])
+    journal.write(Hello(pid=os.getpid(), t=time.time()))
+    context, control_group = _init_world(plan.backend, plan.pg_timeout_s)
     outcomes = JournalWriter(world_dir / "outcomes.jsonl") if rank == 0 else None
     plugin = RankPlugin(
-        plan=plan["configs"],
+        plan=plan,
         journal=journal,
         outcomes_file=outcomes,
         context=context,
         control_group=control_group,
     )
-    os.chdir(plan["invocation_dir"])
-    pytest_args = [*plan["pytest_args"], *plan["collect"]]
-    journal.write({"ev": "ready", "t": time.time(), "backend": context.backend})
+    os.chdir(plan.invocation_dir)
+    pytest_args = [*plan.pytest_args, *plan.collect]
+    journal.write(Ready(t=time.time(), backend=context.backend))
     pytest.main(pytest_args, plugins=[plugin])
 
     import torch.distributed as dist
 
     dist.destroy_process_group()
-    journal.write({"ev": "done", "t": time.time()})
+    journal.write(Done(t=time.time()))
     faulthandler.unregister(signal.SIGUSR1)
     stacks.close()
     return 0

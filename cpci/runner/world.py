@@ -8,7 +8,6 @@ named with its exit code or signal and the tail of its log.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -17,13 +16,24 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import Literal
 
 from cpci.runner.journal import JournalReader
 from cpci.runner.planning import Batch, ConfigSpec
 from cpci.runner.processes import kill_tree
-from cpci.runner.rank_errors import first_failing_first
-from cpci.schema import Outcome, RankError
+from cpci.runner.protocol import (
+    AgreedRecord,
+    Begin,
+    End,
+    Hello,
+    PlanEntry,
+    WorldPlan,
+    parse_agreed_record,
+    parse_journal_event,
+)
+from cpci.runner.rank_errors import first_failing_first, rank_error, world_note
+from cpci.runner.rank_exit import how_it_ended
+from cpci.schema import FAILING_OUTCOMES, RankError
 
 #: How often the parent looks at the world's files. Ranks never wait for the parent.
 _POLL_S = 0.01
@@ -55,18 +65,6 @@ class WorldFailure:
     reason: str  # one line: why the world ended
 
 
-@dataclass(frozen=True)
-class AgreedOutcome:
-    """One config's result as its ranks agreed on it (rank 0's line in `outcomes.jsonl`)."""
-
-    outcome: Outcome
-    duration_s: float
-    rank_errors: list[RankError]  # the rank that failed first leads
-    metrics: dict[str, float]
-    reports: list[dict[str, Any]]  # serialized pytest reports of the rank shown to the user
-    backend: str | None
-
-
 @dataclass
 class WorldResult:
     started_s: float | None  # launch to the first config beginning; None if none began
@@ -75,7 +73,8 @@ class WorldResult:
     failure: WorldFailure | None
 
 
-OutcomeSink = Callable[[ConfigSpec, AgreedOutcome], None]
+#: Called with each config's agreed record as it arrives (the rank that failed first leads).
+OutcomeSink = Callable[[ConfigSpec, AgreedRecord], None]
 
 
 class World:
@@ -125,19 +124,12 @@ class World:
         watch.update()  # journals first: a config's begin precedes its outcome
         if self.started_s is None and watch.first_begin is not None:
             self.started_s = max(0.0, watch.first_begin - launched)
-        for record in watch.outcomes.read_new():
-            index = record["i"]
-            watch.finished.add(index)
-            errors = [RankError.model_validate(e) for e in record["rank_errors"]]
-            agreed = AgreedOutcome(
-                outcome=record["outcome"],
-                duration_s=record["duration_s"],
-                rank_errors=first_failing_first(errors, watch.failed_at(index)),
-                metrics=record["metrics"],
-                reports=record["reports"],
-                backend=record.get("backend"),
+        for agreed in watch.outcomes.read_new():
+            watch.finished.add(agreed.index)
+            ordered = first_failing_first(agreed.rank_errors, watch.failed_at(agreed.index))
+            on_outcome(
+                self.configs[agreed.index], agreed.model_copy(update={"rank_errors": ordered})
             )
-            on_outcome(self.configs[index], agreed)
 
     def kill(self) -> None:
         """Kill the world's whole process tree (safe to call twice, from any thread)."""
@@ -146,19 +138,19 @@ class World:
             self._proc.wait()
 
     def _write_plan(self) -> None:
-        plan = {
-            "backend": self.backend,
-            "invocation_dir": self.launch.invocation_dir,
-            "pytest_args": self.launch.pytest_args,
+        plan = WorldPlan(
+            backend=self.backend,
+            invocation_dir=self.launch.invocation_dir,
+            pytest_args=self.launch.pytest_args,
             # The process group's own timeout only backs up ours: ours must fire first.
-            "pg_timeout_s": max(c.timeout for c in self.configs.values()) + 60,
+            pg_timeout_s=max(c.timeout for c in self.configs.values()) + 60,
             # What the ranks collect: only the configs' files, unless node ids need the parent's
             # own arguments to come out the same (see BatchedSession.collect_args).
-            "collect": self.launch.collect_args
+            collect=self.launch.collect_args
             or list(dict.fromkeys(c.path for c in self.configs.values())),
-            "configs": [{"index": i, "nodeid": c.nodeid} for i, c in self.configs.items()],
-        }
-        (self.dir / "plan.json").write_text(json.dumps(plan))
+            configs=[PlanEntry(index=i, nodeid=c.nodeid) for i, c in self.configs.items()],
+        )
+        (self.dir / "plan.json").write_text(plan.model_dump_json())
 
     def _start(self) -> subprocess.Popen[bytes]:
         env = {**os.environ, **self.launch.env, "CPCI_OWNER_PID": str(os.getpid())}
@@ -207,8 +199,8 @@ class World:
         for rank in range(self.world_size):
             local = watch.local_end.get((rank, culprit)) if culprit is not None else None
             if local is not None:
-                state = f"rank {rank} finished the config itself ({local['outcome']})"
-                detail = "".join(e["detail"] for e in local.get("errors", []))
+                state = f"rank {rank} finished the config itself ({local.outcome})"
+                detail = "".join(e.detail for e in local.errors)
             else:
                 state = (
                     f"rank {rank} was still inside the config"
@@ -218,9 +210,7 @@ class World:
                 detail = ""
             text = f"{why}; {state}.\n{detail}\n--- Python stacks of rank {rank} ---\n"
             text += stacks.get(rank, "(no stacks: the rank had not started up)\n")
-            errors.append(
-                RankError(rank=rank, phase="world", message=f"{why}; {state}", detail=text)
-            )
+            errors.append(rank_error(rank, "world", text, f"{why}; {state}"))
         errors = first_failing_first(errors, watch.failed_at(culprit))
         return WorldFailure("timeout", culprit, self._elapsed(watch, culprit), errors, why)
 
@@ -246,7 +236,7 @@ class World:
         assert self._proc is not None
         current = watch.in_flight()
         culprit = None if current is None else current[0]
-        exits = {r: _read_exit(self.dir / f"rank-{r}.exit") for r in range(self.world_size)}
+        exits = {r: how_it_ended(self.dir / f"rank-{r}.exit") for r in range(self.world_size)}
         dead = [r for r, status in exits.items() if not status.stopped]
         if any(watch.current.get(r) != culprit for r in dead):
             culprit = None  # a rank died outside that config (at start-up, between configs)
@@ -254,14 +244,8 @@ class World:
         for rank in range(self.world_size):
             message = exits[rank].message
             tail = _tail(self.dir / f"rank-{rank}.log")
-            errors.append(
-                RankError(
-                    rank=rank,
-                    phase="world",
-                    message=message,
-                    detail=f"{message}\n--- end of rank-{rank}.log ---\n{tail}",
-                )
-            )
+            detail = f"{message}\n--- end of rank-{rank}.log ---\n{tail}"
+            errors.append(rank_error(rank, "world", detail, message))
         # The rank that failed first leads (its own failure in the config, or its death); those
         # torchrun stopped afterwards follow.
         failed_at = watch.failed_at(culprit)
@@ -274,12 +258,7 @@ class World:
             tail = _tail(self.dir / "torchrun.log")
             reason = f"torchrun exited with code {self._proc.returncode} before any rank ran"
             errors.append(
-                RankError(
-                    rank=-1,
-                    phase="world",
-                    message=reason,
-                    detail=f"{reason}\n--- end of torchrun.log ---\n{tail}",
-                )
+                world_note("world", reason, f"{reason}\n--- end of torchrun.log ---\n{tail}")
             )
         return WorldFailure("crashed", culprit, self._elapsed(watch, culprit), errors, reason)
 
@@ -292,42 +271,42 @@ class _Watch:
     """What the parent has learnt from the world's journals so far."""
 
     def __init__(self, world_dir: Path, world_size: int) -> None:
-        self.outcomes = JournalReader(world_dir / "outcomes.jsonl")
+        self.outcomes = JournalReader(world_dir / "outcomes.jsonl", parse_agreed_record)
         self._journals = {
-            r: JournalReader(world_dir / f"rank-{r}.journal") for r in range(world_size)
+            r: JournalReader(world_dir / f"rank-{r}.journal", parse_journal_event)
+            for r in range(world_size)
         }
         self.finished: set[int] = set()
         self.pids: dict[int, int] = {}
         self.begun: dict[int, float] = {}  # plan index -> first begin time on any rank
         self.current: dict[int, int] = {}  # rank -> plan index it began last
-        self.local_end: dict[tuple[int, int], dict[str, Any]] = {}
+        self.local_end: dict[tuple[int, int], End] = {}  # (rank, plan index) -> its end
         self.first_begin: float | None = None
 
     def update(self) -> None:
         for rank, reader in self._journals.items():
             for event in reader.read_new():
-                kind = event["ev"]
-                if kind == "hello":
-                    self.pids[rank] = event["pid"]
-                elif kind == "begin":
-                    self.begun.setdefault(event["i"], event["t"])
-                    self.current[rank] = event["i"]
+                if isinstance(event, Hello):
+                    self.pids[rank] = event.pid
+                elif isinstance(event, Begin):
+                    self.begun.setdefault(event.index, event.t)
+                    self.current[rank] = event.index
                     if self.first_begin is None:
-                        self.first_begin = event["t"]
-                elif kind == "end":
-                    self.local_end[(rank, event["i"])] = event
+                        self.first_begin = event.t
+                elif isinstance(event, End):
+                    self.local_end[(rank, event.index)] = event
 
     def failed_at(self, index: int | None) -> dict[int, float]:
         """Rank -> when it failed config `index` itself, for the ranks whose journal says so."""
         out: dict[int, float] = {}
-        for (rank, i), end in self.local_end.items():
-            if i == index and end.get("outcome") in ("failed", "error"):
-                out[rank] = end.get("failed_t") or end["t"]
+        for (rank, ended), end in self.local_end.items():
+            if ended == index and end.outcome in FAILING_OUTCOMES:
+                out[rank] = end.failed_t or end.t
         return out
 
     def in_flight(self) -> tuple[int, float] | None:
         """The config begun on some rank whose agreed outcome has not arrived (and since when)."""
-        pending = [(t, i) for i, t in self.begun.items() if i not in self.finished]
+        pending = [(t, index) for index, t in self.begun.items() if index not in self.finished]
         if not pending:
             return None
         began, index = min(pending)
@@ -339,30 +318,6 @@ def _size(path: Path) -> int:
         return path.stat().st_size
     except FileNotFoundError:
         return 0
-
-
-class _Exit(NamedTuple):
-    """How a rank's process ended, from the `rank-N.exit` file its shim wrote."""
-
-    message: str
-    t: float | None  # when the shim saw it end
-    stopped: bool = False  # torchrun stopped it because another rank had ended
-    recorded: bool = True
-
-
-def _read_exit(path: Path) -> _Exit:
-    try:
-        status = json.loads(path.read_text())
-    except (FileNotFoundError, ValueError):
-        return _Exit("no exit status recorded (the rank's launcher was killed)", None, False, False)
-    rank, pid, t = status["rank"], status["pid"], status.get("t")
-    if status.get("signal") == "SIGTERM":
-        return _Exit(
-            f"rank {rank} was stopped by torchrun (SIGTERM) after another rank ended", t, True
-        )
-    if "signal" in status:
-        return _Exit(f"rank {rank} was killed by {status['signal']} (pid {pid})", t)
-    return _Exit(f"rank {rank} exited with code {status['returncode']} (pid {pid})", t)
 
 
 def _tail(path: Path) -> str:

@@ -7,8 +7,10 @@ many worlds: a rerun that never ran, a failure alone then a pass, a long list of
 
 from __future__ import annotations
 
-from cpci.runner.attempts import Attempt, Delivery, RerunPolicy, settle
+from cpci.runner.attempts import Attempt, settle
+from cpci.runner.delivery import Delivery
 from cpci.runner.planning import ConfigSpec
+from cpci.runner.rerun_policy import RerunPolicy
 from cpci.schema import Outcome, RankError, ResultRecord
 
 

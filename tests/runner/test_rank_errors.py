@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cpci.runner.rank_errors import DETAIL_MAX, MESSAGE_MAX, first_failing_first, world_note
+from cpci.runner.rank_errors import (
+    DETAIL_MAX,
+    MESSAGE_MAX,
+    first_failing_first,
+    first_line,
+    rank_error,
+    world_note,
+)
 from cpci.schema import RankError
 from tests.runner.conftest import by_nodeid, results, run_pytest
 
@@ -29,6 +36,26 @@ def test_a_world_note_too_long_for_the_schema_is_clipped_not_refused() -> None:
     note = world_note("isolation", "m" * (MESSAGE_MAX + 5), "d" * (DETAIL_MAX + 5))
     assert (note.rank, note.phase) == (-1, "isolation")
     assert (len(note.message), len(note.detail)) == (MESSAGE_MAX, DETAIL_MAX)
+
+
+def test_first_line_prefers_the_first_error_line() -> None:
+    text = (
+        "def test():\n>   assert x == 1\nE   assert 2 == 1\nE    +  where 2 = f()\n"
+        "\nfile.py:3: AssertionError"
+    )
+    assert first_line(text) == "assert 2 == 1"
+    assert first_line("RuntimeError: boom\n") == "RuntimeError: boom"
+    assert first_line("") == ""
+
+
+def test_a_rank_error_takes_its_first_line_and_is_clipped_to_the_schema() -> None:
+    traceback = "E   " + "x" * (MESSAGE_MAX + 5) + "\n" + "frame\n" * DETAIL_MAX
+    error = rank_error(1, "call", traceback)
+    assert (error.rank, error.phase) == (1, "call")
+    assert error.message == "x" * MESSAGE_MAX
+    assert error.detail == traceback[:DETAIL_MAX]
+    named = rank_error(0, "world", "the whole log", "rank 0 was killed by SIGSEGV")
+    assert (named.message, named.detail) == ("rank 0 was killed by SIGSEGV", "the whole log")
 
 
 SUITE = """

@@ -1,42 +1,54 @@
-"""Worlds that run at once get disjoint devices; a world too big for the machine is refused."""
+"""Planning errors stay with their config; several worlds at once; progress while waiting."""
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 
-from cpci.runner.scheduler import Slots
+from tests.runner.conftest import worlds_started
 
 
-def test_gpu_worlds_get_disjoint_device_sets() -> None:
-    slots = Slots(gpus=4, cores=16)
-    env_a, release_a = slots.acquire(2)
-    env_b, release_b = slots.acquire(2)
-    assert env_a == {"CUDA_VISIBLE_DEVICES": "0,1"}
-    assert env_b == {"CUDA_VISIBLE_DEVICES": "2,3"}
-    got: list[dict[str, str]] = []
-    waiter = threading.Thread(target=lambda: got.append(slots.acquire(2)[0]))
-    waiter.start()
-    waiter.join(timeout=0.2)
-    assert got == []  # no GPUs free: the third world waits
-    release_b()
-    waiter.join(timeout=10)
-    assert got == [{"CUDA_VISIBLE_DEVICES": "2,3"}]
-    release_a()
+def test_a_config_that_cannot_be_planned_fails_alone(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+        @pytest.mark.cpci(world_size=0)
+        def test_bad_world(cpci_dist):
+            pass
+        @pytest.mark.cpci(world_size=2, colour="red")
+        def test_bad_argument(cpci_dist):
+            pass
+        @pytest.mark.cpci(world_size=2)
+        def test_good(cpci_dist):
+            pass
+        def test_fixture_outside_a_world(cpci_dist):
+            pass
+        """
+    )
+    result = pytester.runpytest_subprocess("-rA")
+    result.assert_outcomes(passed=1, errors=3)
+    result.stdout.fnmatch_lines(
+        [
+            "*cpci_dist needs @pytest.mark.cpci(world_size=N) on the test*",
+            "*cpci marker needs world_size=<int >= 1>, got 0*",
+            "*cpci marker got unknown argument(s) [[]'colour'[]]*",
+        ]
+    )
 
 
-def test_a_world_larger_than_the_gpus_is_refused() -> None:
-    with pytest.raises(ValueError, match="needs 4 GPUs, 2 are visible"):
-        Slots(gpus=2, cores=8).acquire(4)
-
-
-def test_cpu_worlds_are_bounded_by_cores_but_big_worlds_still_run() -> None:
-    slots = Slots(gpus=0, cores=2)
-    env, release = slots.acquire(4)  # larger than the machine: takes all of it, runs alone
-    assert env == {}
-    release()
-    _, release_1 = slots.acquire(1)
-    _, release_2 = slots.acquire(1)
-    release_1()
-    release_2()
+def test_several_worlds_at_once_with_progress_lines(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+        import torch.distributed as dist
+        @pytest.mark.cpci(world_size=1)
+        @pytest.mark.parametrize("i", range(3))
+        def test_alone(i, cpci_dist):
+            assert dist.get_world_size() == 1
+        """
+    )
+    result = pytester.runpytest_subprocess(
+        "--cpci-workers=2", "--cpci-batch-size=1", "--cpci-progress-interval=0.5"
+    )
+    result.assert_outcomes(passed=3)
+    assert worlds_started(result.stdout.str()) == 3
+    result.stdout.fnmatch_lines(["cpci: */3 configs done, 0 failed, * left, elapsed *, ETA *"])

@@ -1,4 +1,4 @@
-"""Turning a config's record into the pytest reports the parent shows, and writing results.
+"""The pytest reports the parent shows for a config: its phases, duration and failure text.
 
 Each config is reported to pytest as its own test with its own phases, duration and failure
 text, so the terminal summary, `-rA`, `--junitxml` and `--lf` behave as for any test.
@@ -6,15 +6,12 @@ text, so the terminal summary, `-rA`, `--junitxml` and `--lf` behave as for any 
 
 from __future__ import annotations
 
-import os
-import threading
 import time
-from pathlib import Path
 from typing import Literal
 
 import pytest
 
-from cpci.runner.attempts import Delivery
+from cpci.runner.delivery import Delivery
 from cpci.schema import FAILING_OUTCOMES, ResultRecord
 
 FLAKY_ATTR = "cpci_flaky"
@@ -109,23 +106,3 @@ def _rank_text(record: ResultRecord) -> str:
             f"---------- {who} ({error.phase}) ----------\n{error.detail or error.message}"
         )
     return "\n".join(parts) or record.outcome
-
-
-class ResultsFile:
-    """The run's JSON-lines results: each line written whole and fsynced the moment it is known."""
-
-    def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.path = path
-        self._lock = threading.Lock()
-        # A results file belongs to one run: start it empty.
-        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
-
-    def append(self, record: ResultRecord) -> None:
-        data = record.to_json_line().encode()
-        with self._lock:
-            os.write(self._fd, data)
-            os.fsync(self._fd)
-
-    def close(self) -> None:
-        os.close(self._fd)

@@ -6,7 +6,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from cpci.runner.outcome import first_line, local_outcome, merge
+from cpci.runner.agreement import agreed_record, local_outcome, merge
+from cpci.runner.protocol import LocalOutcome, RankPayload
+from cpci.runner.rank_errors import rank_error
 
 
 @dataclass
@@ -66,15 +68,39 @@ def test_local_outcome(reports: list[Report], expected: str) -> None:
         (["xfailed", "xfailed"], "xfailed"),
     ],
 )
-def test_merge_takes_the_most_severe(ranks: list[str], agreed: str) -> None:
+def test_merge_takes_the_most_severe(ranks: list[LocalOutcome], agreed: str) -> None:
     assert merge(ranks) == agreed
 
 
-def test_first_line_prefers_the_first_error_line() -> None:
-    text = (
-        "def test():\n>   assert x == 1\nE   assert 2 == 1\nE    +  where 2 = f()\n"
-        "\nfile.py:3: AssertionError"
+def _payload(rank: int, outcome: LocalOutcome, **metrics: float) -> RankPayload:
+    failed = outcome in ("failed", "error")
+    return RankPayload(
+        rank=rank,
+        outcome=outcome,
+        reports=[{"rank": rank}],
+        errors=[rank_error(rank, "call", f"E   boom on {rank}")] if failed else [],
+        metrics=metrics,
     )
-    assert first_line(text) == "assert 2 == 1"
-    assert first_line("RuntimeError: boom\n") == "RuntimeError: boom"
-    assert first_line("") == ""
+
+
+def test_the_agreed_record_shows_the_first_rank_with_the_agreed_outcome() -> None:
+    ranks = [_payload(0, "passed", err=1.0), _payload(1, "failed", err=3.0), _payload(2, "failed")]
+    record = agreed_record(7, ranks, all_passed=False, duration_s=0.5)
+    assert (record.index, record.outcome, record.duration_s) == (7, "failed", 0.5)
+    assert (record.report_rank, record.reports) == (1, [{"rank": 1}])
+    assert [(e.rank, e.message) for e in record.rank_errors] == [(1, "boom on 1"), (2, "boom on 2")]
+    assert record.metrics == {"err": 3.0}  # the max over the ranks that reported it
+
+
+def test_rank_zero_is_shown_when_it_has_the_agreed_outcome() -> None:
+    record = agreed_record(
+        0, [_payload(0, "passed"), _payload(1, "passed")], all_passed=True, duration_s=0
+    )
+    assert (record.outcome, record.report_rank) == ("passed", 0)
+
+
+def test_payloads_that_contradict_the_all_reduce_are_an_invariant_broken() -> None:
+    with pytest.raises(AssertionError, match="disagree"):
+        agreed_record(
+            0, [_payload(0, "passed"), _payload(1, "failed")], all_passed=True, duration_s=0
+        )

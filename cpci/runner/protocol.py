@@ -1,0 +1,138 @@
+"""What the parent and the ranks of a world tell each other: the runner's internal protocol.
+
+Everything crosses the process boundary through files in the world directory (never stdout,
+which libraries scribble on) or the ranks' private gloo group, and every message is one of the
+typed records below, named once:
+
+- `WorldPlan` (parent -> ranks, `plan.json`): the configs to run, each a `PlanEntry`;
+- `JournalEvent` (each rank -> parent, `rank-N.journal`): hello, ready, begin, end, done;
+- `RankPayload` (each rank -> rank 0, gathered on the control group): one rank's view of a config;
+- `AgreedRecord` (rank 0 -> parent, `outcomes.jsonl`): the config's outcome as its ranks agreed.
+
+A config's *plan index* (`index`) is its position in its batch; every record names it so, and
+the parent maps it back to the config's `ConfigSpec`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from cpci.schema import RankError
+
+#: The process-group backends a world can run on.
+Backend = Literal["gloo", "nccl"]
+BACKENDS: tuple[Backend, ...] = get_args(Backend)
+
+#: pytest's outcome for one config on one rank, most severe first (the agreed outcome is the most
+#: severe of the ranks' outcomes). A subset of `cpci.schema.Outcome`.
+LocalOutcome = Literal["error", "failed", "xpassed", "passed", "xfailed", "skipped"]
+SEVERITY: tuple[LocalOutcome, ...] = get_args(LocalOutcome)
+
+#: A pytest report as `pytest_report_to_serializable` gives it (pytest owns its shape).
+SerializedReport = dict[str, Any]
+
+
+class _Message(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PlanEntry(_Message):
+    """One config a world is to run."""
+
+    index: int = Field(ge=0, description="plan index: the config's position in its batch")
+    nodeid: str
+
+
+class WorldPlan(_Message):
+    """What every rank of one world reads at start-up."""
+
+    backend: Backend
+    invocation_dir: str
+    pytest_args: list[str]
+    pg_timeout_s: float = Field(gt=0, description="the process group's own timeout (a backstop)")
+    collect: list[str] = Field(description="what the ranks' pytest collects")
+    configs: list[PlanEntry]
+
+
+class Hello(_Message):
+    """The rank's process is up (its pid is what the parent signals for a stack dump)."""
+
+    ev: Literal["hello"] = "hello"
+    pid: int
+    t: float
+
+
+class Ready(_Message):
+    """The rank joined its process group and is about to collect."""
+
+    ev: Literal["ready"] = "ready"
+    t: float
+    backend: Backend
+
+
+class Begin(_Message):
+    """The rank began a config: if the world dies now, this config is the culprit."""
+
+    ev: Literal["begin"] = "begin"
+    index: int
+    t: float
+
+
+class End(_Message):
+    """The rank finished a config itself, before agreeing on it with the others.
+
+    Its errors ride along so the parent can still say why this rank failed if another one then
+    hangs; `failed_t` (when its first failing phase ended) lets the rank that failed first lead.
+    """
+
+    ev: Literal["end"] = "end"
+    index: int
+    t: float
+    outcome: LocalOutcome
+    errors: list[RankError]
+    failed_t: float | None = None
+
+
+class Done(_Message):
+    """The rank ran every config and left its process group."""
+
+    ev: Literal["done"] = "done"
+    t: float
+
+
+JournalEvent = Annotated[Hello | Ready | Begin | End | Done, Field(discriminator="ev")]
+_JOURNAL_EVENT: TypeAdapter[Hello | Ready | Begin | End | Done] = TypeAdapter(JournalEvent)
+
+
+def parse_journal_event(line: bytes) -> Hello | Ready | Begin | End | Done:
+    """One line of a rank's journal as its typed event."""
+    return _JOURNAL_EVENT.validate_json(line)
+
+
+class RankPayload(_Message):
+    """One rank's view of one config, gathered by rank 0 to agree on the outcome."""
+
+    rank: int
+    outcome: LocalOutcome
+    reports: list[SerializedReport]
+    errors: list[RankError]
+    metrics: dict[str, float]
+
+
+class AgreedRecord(_Message):
+    """One config's outcome as all its ranks agreed on it: rank 0's line in `outcomes.jsonl`."""
+
+    index: int
+    outcome: LocalOutcome
+    duration_s: float
+    rank_errors: list[RankError] = Field(description="every failing rank's errors")
+    reports: list[SerializedReport] = Field(description="the reports of the rank shown to users")
+    report_rank: int
+    metrics: dict[str, float] = Field(description="each metric's max over the ranks")
+
+
+def parse_agreed_record(line: bytes) -> AgreedRecord:
+    """One line of `outcomes.jsonl` as its typed record."""
+    return AgreedRecord.model_validate_json(line)
