@@ -244,7 +244,8 @@ def _order_dependent(results: Sequence[ResultView]) -> str | None:
 def _not_run(head: Sequence[ResultView]) -> Decision:
     """INFRA for a config that never ran: nothing says the code under test is at fault."""
     never = [r for r in head if r.outcome in NOT_RUN_OUTCOMES]
-    why = next((t for r in never for t in (r.culprit, *r.messages) if t.strip()), "")
+    texts = [t for r in never for t in (*r.messages, r.culprit) if t.strip()]
+    why = next((t for t in texts if t.lower().startswith("not run")), texts[0] if texts else "")
     why = why.splitlines()[0].strip() if why.strip() else "no reason given"
     why = _clip(re.sub(r"^not run:\s*", "", why, flags=re.IGNORECASE))
     return Decision("infra", f"not run: {why}", "not-run")
