@@ -1,5 +1,5 @@
-"""A live result service for the report-mode tests (the one the upload tests use)."""
+"""The live result service for the Action's tests (the one the upload tests use)."""
 
-from tests.upload.conftest import service
+from tests.upload.support import service
 
 __all__ = ["service"]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.upload.conftest import REPO, LiveService
+from tests.upload.support import REPO, LiveService
 
 SUITE = """
 def test_plain():

@@ -8,25 +8,20 @@ from pathlib import Path
 import pytest
 
 from cpci.cli import main
-from cpci.schema import ResultRecord
+from cpci.schema import Outcome
 from tests.github.fake_github import FakeGitHub
-from tests.upload.conftest import REPO, LiveService
+from tests.upload.support import REPO, LiveService, record, results_file, upload_args
 
 BASE, HEAD = "b" * 40, "c" * 40
 CONFIGS = ["t.py::test_attn[p2p]", "t.py::test_attn[a2a]"]
 
 
 def upload(
-    live: LiveService, tmp_path: Path, commit: str, outcomes: list[str], **extra: str
+    live: LiveService, tmp_path: Path, commit: str, outcomes: list[Outcome], **extra: str
 ) -> None:
-    path = tmp_path / f"{commit[:4]}.jsonl"
-    path.write_text("".join(
-        ResultRecord(nodeid=n, world_size=2, outcome=o, duration_s=1.0).to_json_line()  # type: ignore[arg-type]
-        for n, o in zip(CONFIGS, outcomes, strict=True)
-    ))  # fmt: skip
-    args = ["upload", "--results", str(path), "--server", live.url, "--token", live.token,
-            "--repository", REPO, "--commit", commit, "--ci-run-id", commit[:6],
-            "--spool", str(tmp_path / "spool")]  # fmt: skip
+    records = [record(n, o) for n, o in zip(CONFIGS, outcomes, strict=True)]
+    path = results_file(tmp_path / f"{commit[:4]}.jsonl", records)
+    args = upload_args(live, tmp_path, path, "--commit", commit, "--ci-run-id", commit[:6])
     for flag, value in extra.items():
         args += [f"--{flag.replace('_', '-')}", value]
     assert main(args) == 0
@@ -42,15 +37,20 @@ def test_report_mode_posts_one_comment_and_a_failing_check(
     fake = FakeGitHub(tokens={"ghs_job": "github-actions[bot]"})
     fake.add_pull(REPO, 7, head_sha=HEAD, base_sha=BASE, files=[("modified", "t.py")])
     event = tmp_path / "event.json"
-    event.write_text(json.dumps({"pull_request": {"number": 7, "head": {"sha": HEAD},
-                                                  "base": {"sha": BASE}}}))  # fmt: skip
+    event.write_text(
+        json.dumps({"pull_request": {"number": 7, "head": {"sha": HEAD}, "base": {"sha": BASE}}})
+    )
     for name, value in {
-        "CPCI_INPUT_MODE": "report", "CPCI_INPUT_SERVER_URL": service.url,
-        "CPCI_INPUT_TOKEN": service.token, "CPCI_INPUT_GITHUB_TOKEN": "ghs_job",
-        "GITHUB_REPOSITORY": REPO, "GITHUB_EVENT_NAME": "pull_request",
-        "GITHUB_EVENT_PATH": str(event), "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
+        "CPCI_INPUT_MODE": "report",
+        "CPCI_INPUT_SERVER_URL": service.url,
+        "CPCI_INPUT_TOKEN": service.token,
+        "CPCI_INPUT_GITHUB_TOKEN": "ghs_job",
+        "GITHUB_REPOSITORY": REPO,
+        "GITHUB_EVENT_NAME": "pull_request",
+        "GITHUB_EVENT_PATH": str(event),
+        "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
         "GITHUB_OUTPUT": str(tmp_path / "out.txt"),
-    }.items():  # fmt: skip
+    }.items():
         monkeypatch.setenv(name, value)
     with fake.serve() as api:
         monkeypatch.setenv("GITHUB_API_URL", api)

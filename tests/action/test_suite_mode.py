@@ -29,15 +29,20 @@ def run_action(path: Path, **inputs: str) -> subprocess.CompletedProcess[str]:
     env["GITHUB_STEP_SUMMARY"] = str(path / "summary.md")
     env["GITHUB_OUTPUT"] = str(path / "outputs.txt")
     return subprocess.run(
-        [sys.executable, "-m", "cpci", "action"], cwd=path, env=env, capture_output=True,
-        text=True, timeout=300,
-    )  # fmt: skip
+        [sys.executable, "-m", "cpci", "action"],
+        cwd=path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_test_mode_reports_the_shard(tmp_path: Path) -> None:
     (tmp_path / "test_suite.py").write_text(SUITE)
-    result = run_action(tmp_path, tests="test_suite.py", fail_on="any-failure",
-                        pytest_args="-p no:cacheprovider")  # fmt: skip
+    result = run_action(
+        tmp_path, tests="test_suite.py", fail_on="any-failure", pytest_args="-p no:cacheprovider"
+    )
     assert result.returncode == 1, result.stdout + result.stderr
     errors = [line for line in result.stdout.splitlines() if line.startswith("::error")]
     assert len(errors) == 1
@@ -61,8 +66,16 @@ def test_test_mode_reports_the_shard(tmp_path: Path) -> None:
 
 def test_fail_on_never_keeps_the_job_green_but_not_a_usage_error(tmp_path: Path) -> None:
     (tmp_path / "test_suite.py").write_text(SUITE)
-    assert run_action(tmp_path, tests="test_suite.py", fail_on="never", reruns="0",
-                      pytest_args="-p no:cacheprovider").returncode == 0  # fmt: skip
+    assert (
+        run_action(
+            tmp_path,
+            tests="test_suite.py",
+            fail_on="never",
+            reruns="0",
+            pytest_args="-p no:cacheprovider",
+        ).returncode
+        == 0
+    )
     bad = run_action(tmp_path, tests="test_suite.py", batch_size="zero")
     assert bad.returncode == 2
     assert "::error title=cpci action::bad cpci action input: batch-size" in bad.stdout

@@ -5,7 +5,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from cpci.upload.credentials import CredentialsError, bearer
+from cpci.upload.credentials import bearer
+from cpci.upload.errors import CredentialsError
 
 ENV = {
     "ACTIONS_ID_TOKEN_REQUEST_URL": "https://pipelines.example/idtoken?api-version=2.0",
@@ -20,8 +21,9 @@ def test_oidc_token_is_requested_for_the_audience() -> None:
         asked.append(request)
         return httpx.Response(200, json={"value": "header.claims.signature"})
 
-    got = bearer("oidc", token=None, audience="cpci-prod", environ=ENV,
-                 transport=httpx.MockTransport(handle))  # fmt: skip
+    got = bearer(
+        "oidc", token=None, audience="cpci-prod", environ=ENV, transport=httpx.MockTransport(handle)
+    )
     assert got == "header.claims.signature"
     assert asked[0].url.params["audience"] == "cpci-prod"
     assert asked[0].url.params["api-version"] == "2.0"

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from cpci.upload.junit import JUnitError, read_junit
-from tests.upload.conftest import reference_junit
+from cpci.upload.errors import JUnitError
+from cpci.upload.junit import read_junit
+from tests.upload.support import reference_junit
 
 #: Where our count differs from that action's on purpose: it trusts a suite's `tests=`
 #: attribute when there are no <testcase> elements (we report what ran), and counts every
@@ -65,8 +66,10 @@ def test_messages_entities_and_unicode_survive() -> None:
     assert "&" in text
     assert "<" in text
     records = read_junit(reference_junit() / "junit-xml/unsupported-unicode.xml")
-    assert any("\U0001237a" in r.nodeid or any("\U0001237a" in e.message for e in r.rank_errors)
-               for r in records)  # fmt: skip
+    assert any(
+        "\U0001237a" in r.nodeid or any("\U0001237a" in e.message for e in r.rank_errors)
+        for r in records
+    )
 
 
 def test_failure_message_rerun_attempts_and_flaky(tmp_path: Path) -> None:

@@ -1,143 +1,240 @@
-"""Nothing is lost: retries with backoff, a disk spool while the service is down, a flush later."""
+"""The spool attack and its neighbours, with real processes and real HTTP: a spooled item goes
+only to its own server, only with credentials for its own repository; a bad file is set aside;
+one unreachable server holds back no other's items; two concurrent flushes send each item once."""
 
 from __future__ import annotations
 
+import itertools
 import json
-import socket
+import os
+import subprocess
+import sys
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
-from sqlmodel import Session
 
 from cpci.cli import main
-from cpci.schema import ResultRecord, RunEnvelope
-from cpci.server import Settings, create_app
-from cpci.server.core.db import create_db_engine
-from cpci.server.core.migrate import upgrade
-from cpci.server.crud.tokens import create_token
-from cpci.upload.send import Backoff, UploadFailed, deliver
-from cpci.upload.spool import Binding, Spool
-from tests.live_server import loopback_socket, serve
+from cpci.upload.spool import Binding, Spool, default_spool_dir
+from tests.upload.support import (
+    REPO,
+    LiveService,
+    envelope,
+    results_file,
+    serve_handler,
+    upload_args,
+)
 
-REPO = "acme/spool"
-
-
-def envelope(run: str = "1") -> RunEnvelope:
-    record = ResultRecord(nodeid="t.py::test", world_size=2, outcome="passed", duration_s=1.0)
-    return RunEnvelope(repository=REPO, commit="a" * 40, ci_run_id=run, results=[record])
+OTHER = "acme/other"
 
 
-def scripted(statuses: list[int | None], seen: list[str]) -> httpx.MockTransport:
-    """Answers in order: a status, or None for "no answer" (connection refused)."""
+class Recorder:
+    """A server that records every request it gets (and answers 201): the attacker's URL."""
 
-    def handle(request: httpx.Request) -> httpx.Response:
-        seen.append(json.loads(request.content)["ci_run_id"])
-        status = statuses.pop(0)
-        if status is None:
-            raise httpx.ConnectError("connection refused", request=request)
-        if status not in (200, 201):
-            return httpx.Response(status, json={"detail": "no"})
-        receipt = {"status": "stored", "results": 1, "repository": REPO, "ci_run_id": seen[-1]}
-        return httpx.Response(status, json=receipt)
-
-    return httpx.MockTransport(handle)
-
-
-def backoff(waits: list[float]) -> Backoff:
-    return Backoff(attempts=3, base_s=1.0, sleep=waits.append, jitter=lambda low, high: high)
-
-
-def token() -> str:
-    return "t"
-
-
-def test_5xx_is_retried_with_growing_backoff(tmp_path: Path) -> None:
-    seen: list[str] = []
-    waits: list[float] = []
-    done = deliver("http://cpci", token, envelope(), spool=Spool(tmp_path),
-                   backoff=backoff(waits), transport=scripted([503, 502, 201], seen))  # fmt: skip
-    assert done.receipt is not None
-    assert waits == [1.0, 2.0]
-    assert seen == ["1", "1", "1"]
-
-
-def test_a_refusal_a_retry_cannot_fix_is_raised_and_not_spooled(tmp_path: Path) -> None:
-    waits: list[float] = []
-    with pytest.raises(UploadFailed, match="answered 422"):
-        deliver("http://cpci", token, envelope(), spool=Spool(tmp_path), backoff=backoff(waits),
-                transport=scripted([422], []))  # fmt: skip
-    assert waits == []
-    assert Spool(tmp_path).pending() == []
-
-
-def test_spooled_while_down_then_flushed_first_by_the_next_upload(tmp_path: Path) -> None:
-    spool = Spool(tmp_path)
-    seen: list[str] = []
-    down = deliver("http://cpci", token, envelope("1"), spool=spool, backoff=backoff([]),
-                   transport=scripted([None, None, 503], seen))  # fmt: skip
-    assert down.receipt is None
-    assert down.spooled is not None
-    assert [s.envelope.ci_run_id for s in spool.pending()] == ["1"]
-    # The same upload spooled again keeps one file: resending cannot duplicate anything.
-    spool.put(Binding("http://cpci", REPO), envelope("1"))
-    assert len(spool.pending()) == 1
-    seen.clear()
-    up = deliver("http://cpci", token, envelope("2"), spool=spool, backoff=backoff([]),
-                 transport=scripted([201, 201], seen))  # fmt: skip
-    assert seen == ["1", "2"]  # the spooled one first
-    assert up.receipt is not None
-    assert len(up.flushed) == 1
-    assert spool.pending() == []
-
-
-def test_a_spooled_upload_refused_for_good_is_set_aside_not_deleted(tmp_path: Path) -> None:
-    spool = Spool(tmp_path)
-    spool.put(Binding("http://cpci", REPO), envelope("1"))
-    up = deliver("http://cpci", token, envelope("2"), spool=spool, backoff=backoff([]),
-                 transport=scripted([409, 201], []))  # fmt: skip
-    assert up.receipt is not None
-    assert len(up.rejected) == 1
-    assert (tmp_path / "rejected").glob("upload-*.json")
-    reasons = list((tmp_path / "rejected").glob("*.reason.txt"))
-    assert "answered 409" in reasons[0].read_text()
+    def __init__(self) -> None:
+        self.seen: list[dict[str, str]] = []
 
 
 @pytest.fixture
-def reserved_port() -> Iterator[socket.socket]:
-    """A bound, not yet listening socket: connections to it are refused until it listens."""
-    sock = loopback_socket()
-    yield sock
-    sock.close()
+def attacker() -> Iterator[tuple[str, Recorder]]:
+    recorder = Recorder()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length", 0)))
+            recorder.seen.append({"path": self.path, "auth": self.headers.get("authorization", "")})
+            body = b'{"status": "stored"}'
+            self.send_response(201)
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    with serve_handler(Handler) as url:
+        yield url, recorder
 
 
-def test_service_down_then_up_nothing_lost_nothing_twice(
-    reserved_port: socket.socket, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+def shard_args(service: LiveService, tmp_path: Path, run: str) -> list[str]:
+    """`cpci upload` of a one-result shard of CI run `run`, one try only."""
+    results = results_file(tmp_path / f"r{run}.jsonl", envelope(run).results)
+    extra = ("--commit", "b" * 40, "--ci-run-id", run, "--retries", "1")
+    return upload_args(service, tmp_path, results, *extra)
+
+
+def run_outcomes(service: LiveService, run: str) -> dict[str, int]:
+    response = httpx.get(f"{service.url}/api/v1/repos/{REPO}/runs/{run}")
+    return dict(response.json()["outcomes"]) if response.status_code == 200 else {}
+
+
+def test_an_item_naming_another_server_never_gets_this_jobs_token(
+    service: LiveService,
+    attacker: tuple[str, Recorder],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    database_url = f"sqlite:///{tmp_path / 'cpci.db'}"
-    engine = create_db_engine(database_url)
-    upgrade(engine)
-    with Session(engine) as session:
-        secret = create_token(session=session, repository=REPO, name="t").token
-        session.commit()
-    results = tmp_path / "r.jsonl"
-    results.write_text(envelope().results[0].to_json_line())
-    url = f"http://127.0.0.1:{reserved_port.getsockname()[1]}"
-    args = ["upload", "--results", str(results), "--repository", REPO, "--commit", "b" * 40,
-            "--ci-run-id", "77", "--server", url, "--token", secret, "--retries", "1",
-            "--spool", str(tmp_path / "spool")]  # fmt: skip
-    assert main(args) == 3  # down: spooled
-    assert "SPOOLED to" in capsys.readouterr().err
-    app = create_app(Settings(database_url=database_url), engine=engine)
-    with serve(app, reserved_port):
-        spool = str(tmp_path / "spool")
-        flush = ["upload", "--flush", "--token", secret, "--spool", spool, "--server", url]
-        flush += ["--repository", REPO]
-        assert main(flush) == 0
-        assert "flushed 1 spooled upload(s); 0 still in" in capsys.readouterr().out
-        assert main(args) == 0  # the same shard again: stored once
-        assert "duplicate" in capsys.readouterr().out
-        summary = httpx.get(f"{url}/api/v1/repos/{REPO}/runs/77").json()
-        assert summary["outcomes"] == {"passed": 1}  # one result: nothing lost, nothing twice
-    engine.dispose()
+    evil_url, recorder = attacker
+    spool = Spool(tmp_path / "spool")
+    planted = spool.put(Binding(evil_url, REPO), envelope("planted"))
+    before = planted.read_bytes(), planted.stat().st_mtime_ns
+    assert main(shard_args(service, tmp_path, "s1")) == 0
+    assert recorder.seen == []  # the attacker's server saw nothing, least of all the token
+    assert (planted.read_bytes(), planted.stat().st_mtime_ns) == before  # left untouched
+    assert f"it is for {evil_url}, this upload goes to {service.url}" in capsys.readouterr().err
+    assert run_outcomes(service, "planted") == {}
+
+
+def test_an_item_for_another_repository_is_not_sent_with_this_repositorys_token(
+    service: LiveService, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spool = Spool(tmp_path / "spool")
+    planted = spool.put(Binding(service.url, OTHER), envelope("other-1", OTHER))
+    assert main(shard_args(service, tmp_path, "s2")) == 0
+    assert planted.exists()
+    assert f"it is for {OTHER}, these credentials are for {REPO}" in capsys.readouterr().err
+    assert httpx.get(f"{service.url}/api/v1/repos/{OTHER}/runs/other-1").status_code == 404
+
+
+def test_a_file_rebinding_its_envelope_to_another_repository_is_set_aside(
+    service: LiveService, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A planted file saying `repository: REPO` over an envelope of OTHER is not trusted."""
+    folder = tmp_path / "spool"
+    folder.mkdir()
+    body = {
+        "server": service.url,
+        "repository": REPO,
+        "envelope": json.loads(envelope("x", OTHER).model_dump_json(by_alias=True)),
+    }
+    (folder / "upload-forged.json").write_text(json.dumps(body))
+    (folder / "upload-garbage.json").write_text("{not json")
+    assert main(shard_args(service, tmp_path, "s3")) == 0  # the current upload is not blocked
+    err = capsys.readouterr().err
+    assert "bound to acme/attn but its envelope is for acme/other" in err
+    assert "unreadable" in err
+    assert sorted(p.name for p in (folder / "bad").glob("upload-*.json")) == [
+        "upload-forged.json",
+        "upload-garbage.json",
+    ]
+    assert "Traceback" not in err
+
+
+def test_an_unreachable_server_holds_back_no_other_servers_items(
+    service: LiveService, tmp_path: Path
+) -> None:
+    spool = Spool(tmp_path / "spool")
+    down = spool.put(Binding("http://127.0.0.1:9", REPO), envelope("for-down"))
+    spool.put(Binding(service.url + "/", REPO), envelope("waiting"))  # same server, one slash more
+    assert main(shard_args(service, tmp_path, "s4")) == 0
+    assert run_outcomes(service, "waiting") == {"passed": 1}
+    assert [p.path for p in spool.pending()] == [down]
+
+
+@pytest.fixture
+def meeting_proxy(service: LiveService) -> Iterator[str]:
+    """A loopback proxy to the service that holds the first request until a second one arrives:
+    two flushing processes are then provably sending at the same time."""
+    barrier = threading.Barrier(2, timeout=60)
+    arrived = itertools.count()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("content-length", 0)))
+            if next(arrived) < 2:
+                barrier.wait()
+            headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
+            answer = httpx.post(service.url + self.path, content=body, headers=headers)
+            self.send_response(answer.status_code)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(answer.content)))
+            self.end_headers()
+            self.wfile.write(answer.content)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    with serve_handler(Handler) as url:
+        yield url
+
+
+def test_two_concurrent_flushes_send_each_item_once(
+    service: LiveService, meeting_proxy: str, tmp_path: Path
+) -> None:
+    spool = Spool(tmp_path / "spool")
+    runs = [f"c{i}" for i in range(12)]
+    for run in runs:
+        spool.put(Binding(meeting_proxy, REPO), envelope(run))
+    before = _uploads(service)
+    command = [
+        sys.executable,
+        "-m",
+        "cpci",
+        "upload",
+        "--flush",
+        "--server",
+        meeting_proxy,
+        "--repository",
+        REPO,
+        "--token",
+        service.token,
+        "--spool",
+        str(spool.directory),
+    ]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "CPCI_"))}
+    flushes = [subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True) for _ in "ab"]
+    outputs = [p.communicate(timeout=120)[0] for p in flushes]
+    assert [p.returncode for p in flushes] == [0, 0], outputs
+    sent = [int(out.split("flushed ")[1].split(" ")[0]) for out in outputs]
+    assert sum(sent) == len(runs)  # between them, each item once
+    assert min(sent) >= 1  # both really flushed (the proxy made them meet)
+    after = _uploads(service)
+    assert after["stored"] - before["stored"] == len(runs)
+    assert after["duplicate"] == before["duplicate"]  # nothing was sent twice
+    assert spool.pending() == []
+    assert list(spool.directory.glob("upload-*")) == []
+
+
+def _uploads(service: LiveService) -> dict[str, float]:
+    text = httpx.get(f"{service.url}/metrics").text
+    counts = {"stored": 0.0, "duplicate": 0.0}
+    for status in counts:
+        for line in text.splitlines():
+            if line.startswith(f'cpci_uploads_total{{status="{status}"}}'):
+                counts[status] = float(line.split()[-1])
+    return counts
+
+
+def test_in_actions_the_spool_is_the_jobs_own_and_bound_to_its_run(
+    service: LiveService, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    environ = {"RUNNER_TEMP": str(tmp_path / "runner-temp"), "HOME": str(tmp_path)}
+    assert default_spool_dir(environ) == tmp_path / "runner-temp" / "cpci-spool"
+    assert default_spool_dir({**environ, "CPCI_SPOOL": "/x"}) == Path("/x")
+    spool = Spool(tmp_path / "spool")
+    earlier = spool.put(Binding(service.url, REPO, "41"), envelope("r41"))
+    mine = spool.put(Binding(service.url, REPO, "42"), envelope("r42"))
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_RUN_ID", "42")
+    assert main(shard_args(service, tmp_path, "42")) == 0
+    assert not mine.exists()
+    assert earlier.exists()  # spooled by another run: not this job's to vouch for
+    assert run_outcomes(service, "r42") == {"passed": 1}
+    assert run_outcomes(service, "r41") == {}
+
+
+def test_a_claim_left_by_a_dead_process_is_released(tmp_path: Path) -> None:
+    spool = Spool(tmp_path)
+    path = spool.put(Binding("http://cpci", REPO), envelope("1"))
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    path.rename(path.with_name(f"{path.name}.claimed-{dead}"))
+    assert [item.path for item in spool.pending()] == [path]

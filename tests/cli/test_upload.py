@@ -9,45 +9,59 @@ import httpx
 import pytest
 
 from cpci.cli import main
-from cpci.schema import ResultRecord
-from cpci.upload.envelope import EnvelopeError, RunFields, build_envelope
-from tests.upload.conftest import REPO, LiveService
+from tests.upload.support import REPO, LiveService, record, results_file
 
 SHA = "c" * 40
 
 
 def _results_file(tmp_path: Path) -> Path:
-    path = tmp_path / "results.jsonl"
     records = [
-        ResultRecord(nodeid="tests/test_cp.py::test_attn[p2p]", world_size=2, outcome="passed",
-                     duration_s=1.0),
-        ResultRecord(nodeid="tests/test_cp.py::test_attn[a2a]", world_size=4, outcome="failed",
-                     duration_s=2.0),
-    ]  # fmt: skip
-    path.write_text("".join(r.to_json_line() for r in records))
-    return path
+        record("tests/test_cp.py::test_attn[p2p]", "passed", world_size=2),
+        record("tests/test_cp.py::test_attn[a2a]", "failed", world_size=4),
+    ]
+    return results_file(tmp_path / "results.jsonl", records)
 
 
 def _junit(tmp_path: Path) -> tuple[Path, Path]:
     good = tmp_path / "good.xml"
-    good.write_text('<testsuites><testsuite name="s"><testcase classname="a.B" name="c"/>'
-                    '</testsuite></testsuites>')  # fmt: skip
+    good.write_text(
+        '<testsuites><testsuite name="s"><testcase classname="a.B" name="c"/>'
+        "</testsuite></testsuites>"
+    )
     bad = tmp_path / "bad.xml"
     bad.write_text("<testsuites><testsuite>")
     return good, bad
 
 
 def test_upload_results_and_junit_with_one_malformed_file(
-    service: LiveService, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    service: LiveService,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+) -> None:
     monkeypatch.setenv("CPCI_TOKEN", service.token)
     good, bad = _junit(tmp_path)
-    code = main([
-        "upload", "--server", service.url, "--results", str(_results_file(tmp_path)),
-        "--junit", str(good), str(bad), "--repository", REPO, "--commit", SHA,
-        "--ci-run-id", "501", "--shard", "1/2", "--json",
-    ])  # fmt: skip
+    code = main(
+        [
+            "upload",
+            "--server",
+            service.url,
+            "--results",
+            str(_results_file(tmp_path)),
+            "--junit",
+            str(good),
+            str(bad),
+            "--repository",
+            REPO,
+            "--commit",
+            SHA,
+            "--ci-run-id",
+            "501",
+            "--shard",
+            "1/2",
+            "--json",
+        ]
+    )
     captured = capsys.readouterr()
     assert code == 1  # uploaded, but a file was skipped: the workflow should show it
     assert "bad.xml:1:" in captured.err
@@ -60,9 +74,11 @@ def test_upload_results_and_junit_with_one_malformed_file(
 
 
 def test_upload_defaults_from_github_actions_pull_request_event(
-    service: LiveService, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    service: LiveService,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+) -> None:
     event = tmp_path / "event.json"
     event.write_text(
         json.dumps(
@@ -77,10 +93,15 @@ def test_upload_defaults_from_github_actions_pull_request_event(
         )
     )
     for name, value in {
-        "GITHUB_REPOSITORY": REPO, "GITHUB_SHA": "f" * 40, "GITHUB_RUN_ID": "777",
-        "GITHUB_RUN_ATTEMPT": "2", "GITHUB_EVENT_NAME": "pull_request",
-        "GITHUB_EVENT_PATH": str(event), "CPCI_SERVER": service.url, "CPCI_TOKEN": service.token,
-    }.items():  # fmt: skip
+        "GITHUB_REPOSITORY": REPO,
+        "GITHUB_SHA": "f" * 40,
+        "GITHUB_RUN_ID": "777",
+        "GITHUB_RUN_ATTEMPT": "2",
+        "GITHUB_EVENT_NAME": "pull_request",
+        "GITHUB_EVENT_PATH": str(event),
+        "CPCI_SERVER": service.url,
+        "CPCI_TOKEN": service.token,
+    }.items():
         monkeypatch.setenv(name, value)
     assert main(["upload", "--results", str(_results_file(tmp_path))]) == 0
     assert "stored: 2 result(s) of acme/attn run 777 shard 0 (1/1 shards reported)" in (
@@ -94,8 +115,17 @@ def test_upload_defaults_from_github_actions_pull_request_event(
 def test_refused_and_unreachable_uploads_say_why(
     service: LiveService, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    args = ["upload", "--results", str(_results_file(tmp_path)), "--repository", REPO,
-            "--commit", SHA, "--ci-run-id", "502"]  # fmt: skip
+    args = [
+        "upload",
+        "--results",
+        str(_results_file(tmp_path)),
+        "--repository",
+        REPO,
+        "--commit",
+        SHA,
+        "--ci-run-id",
+        "502",
+    ]
     assert main([*args, "--server", service.url, "--token", "cpci_wrong"]) == 1
     assert "answered 401" in capsys.readouterr().err
     spool = tmp_path / "spool"
@@ -106,10 +136,3 @@ def test_refused_and_unreachable_uploads_say_why(
     assert "no answer from http://127.0.0.1:9" in err
     assert "`cpci upload --flush` (or the next upload) sends it" in err
     assert len(list(spool.glob("upload-*.json"))) == 1
-
-
-def test_envelope_errors_name_the_flag_and_variable() -> None:
-    with pytest.raises(EnvelopeError, match=r"--commit is required \(or set GITHUB_SHA\)"):
-        build_envelope(RunFields(repository=REPO, ci_run_id="1"), [], {})
-    with pytest.raises(EnvelopeError, match="INDEX/TOTAL"):
-        build_envelope(RunFields(shard="2/2"), [], {})

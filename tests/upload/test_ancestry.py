@@ -1,5 +1,5 @@
-"""What `cpci upload` sends besides the results: the checkout's first-parent ancestry (read from
-a real git repository), the matrix leg, and an empty shard when no results file was written."""
+"""What a branch upload sends besides the results: the checkout's first-parent ancestry, read from
+a real git repository; without one, a note, and the upload (an empty shard here) stands."""
 
 from __future__ import annotations
 
@@ -13,8 +13,7 @@ from sqlalchemy import create_engine, text
 
 from cpci.cli import main
 from cpci.upload.ancestry import first_parent_links
-from cpci.upload.envelope import EnvelopeError, leg_name
-from tests.upload.conftest import REPO, LiveService
+from tests.upload.support import REPO, LiveService, upload_args
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "t",
@@ -61,23 +60,6 @@ def parents_stored(service: LiveService) -> dict[str, str]:
     return {c: p for c, p in rows}
 
 
-def args(service: LiveService, tmp_path: Path, results: Path, *extra: str) -> list[str]:
-    return [
-        "upload",
-        "--results",
-        str(results),
-        "--repository",
-        REPO,
-        "--server",
-        service.url,
-        "--token",
-        service.token,
-        "--spool",
-        str(tmp_path / "spool"),
-        *extra,
-    ]
-
-
 def test_a_branch_upload_records_the_first_parent_history_of_the_checkout(
     service: LiveService,
     checkout: Path,
@@ -92,7 +74,9 @@ def test_a_branch_upload_records_the_first_parent_history_of_the_checkout(
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
     code = main(
-        args(service, tmp_path, empty, "--commit", head, "--branch", "main", "--ci-run-id", "anc-1")
+        upload_args(
+            service, tmp_path, empty, "--commit", head, "--branch", "main", "--ci-run-id", "anc-1"
+        )
     )
     assert code == 0
     assert "recorded 3 first-parent commit link(s)" in capsys.readouterr().err
@@ -110,7 +94,7 @@ def test_without_a_repository_ancestry_is_skipped_and_the_upload_stands(
     monkeypatch.chdir(tmp_path)
     missing = tmp_path / "never-written.jsonl"
     code = main(
-        args(
+        upload_args(
             service,
             tmp_path,
             missing,
@@ -138,64 +122,3 @@ def test_git_log_of_an_unknown_commit_is_a_note(checkout: Path) -> None:
     found = first_parent_links("f" * 40, cwd=checkout)
     assert found.links == ()
     assert "commit ancestry not recorded" in found.note
-
-
-def test_a_leg_given_as_runner_labels_is_sorted(
-    service: LiveService, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("CPCI_LEG", '["self-hosted", "h100", "linux"]')
-    results = tmp_path / "r.jsonl"
-    results.write_text("")
-    for leg in (None, "a100"):
-        extra = ["--leg", leg] if leg else []
-        code = main(
-            args(
-                service,
-                tmp_path,
-                results,
-                "--commit",
-                "e" * 40,
-                "--branch",
-                "main",
-                "--ci-run-id",
-                "leg-1",
-                *extra,
-            )
-        )
-        assert code == 0
-    shards = httpx.get(f"{service.url}/api/v1/repos/{REPO}/runs/leg-1").json()["run"]["shards"]
-    assert shards["legs"] == ["a100", "h100,linux,self-hosted"]
-    assert shards["text"] == "2/2 shards on 2 legs"
-
-
-def test_a_malformed_label_list_names_the_flag() -> None:
-    with pytest.raises(EnvelopeError, match="--leg"):
-        leg_name('["h100", 3]')
-
-
-def test_declared_legs_come_from_the_workflows_runner_label_sets(
-    service: LiveService, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("CPCI_LEGS", '[["self-hosted", "h100"], ["self-hosted", "a100"]]')
-    monkeypatch.setenv("CPCI_LEG", '["self-hosted", "h100"]')
-    results = tmp_path / "r.jsonl"
-    results.write_text("")
-    code = main(
-        args(
-            service,
-            tmp_path,
-            results,
-            "--commit",
-            "e" * 40,
-            "--branch",
-            "main",
-            "--ci-run-id",
-            "legs-1",
-        )
-    )
-    assert code == 0
-    shards = httpx.get(f"{service.url}/api/v1/repos/{REPO}/runs/legs-1").json()["run"]["shards"]
-    assert shards["missing_by_leg"] == {"a100,self-hosted": [0]}
-    assert shards["text"] == "1/2 shards on 2 legs"

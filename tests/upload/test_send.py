@@ -1,0 +1,185 @@
+"""Sending with nothing lost: retries with backoff, a disk spool while the service is down, a
+flush later, oldest first."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlmodel import Session
+
+from cpci.cli import main
+from cpci.server import Settings, create_app
+from cpci.server.core.db import create_db_engine
+from cpci.server.core.migrate import upgrade
+from cpci.server.crud.tokens import create_token
+from cpci.upload.errors import UploadFailed
+from cpci.upload.retry import Backoff
+from cpci.upload.send import deliver
+from cpci.upload.spool import Binding, Spool
+from tests.live_server import loopback_socket, serve
+from tests.upload.support import REPO, envelope
+
+
+def scripted(statuses: list[int | None], seen: list[str]) -> httpx.MockTransport:
+    """Answers in order: a status, or None for "no answer" (connection refused)."""
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        seen.append(json.loads(request.content)["ci_run_id"])
+        status = statuses.pop(0)
+        if status is None:
+            raise httpx.ConnectError("connection refused", request=request)
+        if status not in (200, 201):
+            return httpx.Response(status, json={"detail": "no"})
+        receipt = {"status": "stored", "results": 1, "repository": REPO, "ci_run_id": seen[-1]}
+        return httpx.Response(status, json=receipt)
+
+    return httpx.MockTransport(handle)
+
+
+def backoff(waits: list[float]) -> Backoff:
+    return Backoff(attempts=3, base_s=1.0, sleep=waits.append, jitter=lambda low, high: high)
+
+
+def token() -> str:
+    return "t"
+
+
+def test_5xx_is_retried_with_growing_backoff(tmp_path: Path) -> None:
+    seen: list[str] = []
+    waits: list[float] = []
+    done = deliver(
+        "http://cpci",
+        token,
+        envelope(),
+        spool=Spool(tmp_path),
+        backoff=backoff(waits),
+        transport=scripted([503, 502, 201], seen),
+    )
+    assert done.receipt is not None
+    assert waits == [1.0, 2.0]
+    assert seen == ["1", "1", "1"]
+
+
+def test_a_refusal_a_retry_cannot_fix_is_raised_and_not_spooled(tmp_path: Path) -> None:
+    waits: list[float] = []
+    with pytest.raises(UploadFailed, match="answered 422"):
+        deliver(
+            "http://cpci",
+            token,
+            envelope(),
+            spool=Spool(tmp_path),
+            backoff=backoff(waits),
+            transport=scripted([422], []),
+        )
+    assert waits == []
+    assert Spool(tmp_path).pending() == []
+
+
+def test_spooled_while_down_then_flushed_first_by_the_next_upload(tmp_path: Path) -> None:
+    spool = Spool(tmp_path)
+    seen: list[str] = []
+    down = deliver(
+        "http://cpci",
+        token,
+        envelope("1"),
+        spool=spool,
+        backoff=backoff([]),
+        transport=scripted([None, None, 503], seen),
+    )
+    assert down.receipt is None
+    assert down.spooled is not None
+    assert [s.envelope.ci_run_id for s in spool.pending()] == ["1"]
+    # The same upload spooled again keeps one file: resending cannot duplicate anything.
+    spool.put(Binding("http://cpci", REPO), envelope("1"))
+    assert len(spool.pending()) == 1
+    seen.clear()
+    up = deliver(
+        "http://cpci",
+        token,
+        envelope("2"),
+        spool=spool,
+        backoff=backoff([]),
+        transport=scripted([201, 201], seen),
+    )
+    assert seen == ["1", "2"]  # the spooled one first
+    assert up.receipt is not None
+    assert len(up.flushed) == 1
+    assert spool.pending() == []
+
+
+def test_a_spooled_upload_refused_for_good_is_set_aside_not_deleted(tmp_path: Path) -> None:
+    spool = Spool(tmp_path)
+    spool.put(Binding("http://cpci", REPO), envelope("1"))
+    up = deliver(
+        "http://cpci",
+        token,
+        envelope("2"),
+        spool=spool,
+        backoff=backoff([]),
+        transport=scripted([409, 201], []),
+    )
+    assert up.receipt is not None
+    assert len(up.rejected) == 1
+    assert (tmp_path / "rejected").glob("upload-*.json")
+    reasons = list((tmp_path / "rejected").glob("*.reason.txt"))
+    assert "answered 409" in reasons[0].read_text()
+
+
+@pytest.fixture
+def reserved_port() -> Iterator[socket.socket]:
+    """A bound, not yet listening socket: connections to it are refused until it listens."""
+    sock = loopback_socket()
+    yield sock
+    sock.close()
+
+
+def test_service_down_then_up_nothing_lost_nothing_twice(
+    reserved_port: socket.socket, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    database_url = f"sqlite:///{tmp_path / 'cpci.db'}"
+    engine = create_db_engine(database_url)
+    upgrade(engine)
+    with Session(engine) as session:
+        secret = create_token(session=session, repository=REPO, name="t").token
+        session.commit()
+    results = tmp_path / "r.jsonl"
+    results.write_text(envelope().results[0].to_json_line())
+    url = f"http://127.0.0.1:{reserved_port.getsockname()[1]}"
+    args = [
+        "upload",
+        "--results",
+        str(results),
+        "--repository",
+        REPO,
+        "--commit",
+        "b" * 40,
+        "--ci-run-id",
+        "77",
+        "--server",
+        url,
+        "--token",
+        secret,
+        "--retries",
+        "1",
+        "--spool",
+        str(tmp_path / "spool"),
+    ]
+    assert main(args) == 3  # down: spooled
+    assert "SPOOLED to" in capsys.readouterr().err
+    app = create_app(Settings(database_url=database_url), engine=engine)
+    with serve(app, reserved_port):
+        spool = str(tmp_path / "spool")
+        flush = ["upload", "--flush", "--token", secret, "--spool", spool, "--server", url]
+        flush += ["--repository", REPO]
+        assert main(flush) == 0
+        assert "flushed 1 spooled upload(s); 0 still in" in capsys.readouterr().out
+        assert main(args) == 0  # the same shard again: stored once
+        assert "duplicate" in capsys.readouterr().out
+        summary = httpx.get(f"{url}/api/v1/repos/{REPO}/runs/77").json()
+        assert summary["outcomes"] == {"passed": 1}  # one result: nothing lost, nothing twice
+    engine.dispose()
