@@ -48,10 +48,12 @@ class ServiceClient:
         receipt: dict[str, Any] = response.json()
         return receipt
 
-    def record_commits(self, repository: str, links: Sequence[tuple[str, str]]) -> None:
-        """Record first-parent links (commit, parent) of the repository's history."""
+    def record_commits(self, repository: str, links: Sequence[tuple[str, str]]) -> int:
+        """Record first-parent links (commit, parent) of the repository's history; returns how
+        many the service took (sending a link again is fine, a contradicting one is a 409)."""
         body = {"parents": [{"commit": c, "parent": p} for c, p in links]}
-        self._request("POST", api_paths.commits(repository), json=body)
+        response = self._request("POST", api_paths.commits(repository), json=body)
+        return int(response.json()["recorded"])
 
     def pull_report(self, repository: str, number: int) -> dict[str, Any] | None:
         """The PR report as the service sends it; None while nothing was uploaded for the PR."""

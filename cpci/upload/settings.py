@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import httpx
 from pydantic import Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -67,11 +68,20 @@ class UploadSettings(BaseSettings):
             raise UploadSettingsError("--server (or CPCI_SERVER) is required")
         return self.server
 
-    def token_source(self, environ: Mapping[str, str]) -> Callable[[], str]:
-        """A fresh bearer token per call: OIDC tokens expire within minutes, so none is kept."""
+    def token_source(
+        self, environ: Mapping[str, str], *, transport: httpx.BaseTransport | None = None
+    ) -> Callable[[], str]:
+        """A fresh bearer token per call: OIDC tokens expire within minutes, so none is kept.
+        `environ` holds GitHub's OIDC request variables; `transport` reaches their endpoint."""
         secret = self.token.get_secret_value() if self.token else None
 
         def token() -> str:
-            return bearer(self.auth, token=secret, audience=self.oidc_audience, environ=environ)
+            return bearer(
+                self.auth,
+                token=secret,
+                audience=self.oidc_audience,
+                environ=environ,
+                transport=transport,
+            )
 
         return token

@@ -63,3 +63,19 @@ def test_empty_inputs_keep_their_defaults() -> None:
     assert settings.batch_size == 16
     assert settings.workers == 2
     assert "s3cret" not in repr(ActionSettings(token="s3cret", github_token="s3cret"))  # not logged
+
+
+def test_the_uploads_settings_come_from_the_inputs_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job's own `CPCI_*` variables never stand in for an input the workflow left empty."""
+    monkeypatch.setenv("CPCI_TOKEN", "cpci_from_the_job_env")
+    monkeypatch.setenv("CPCI_SERVER", "https://elsewhere.example")
+    monkeypatch.setenv("CPCI_OIDC_AUDIENCE", "elsewhere")
+    inputs = {"SERVER_URL": "https://cpci.example", "AUTH": "oidc", "OIDC_AUDIENCE": "cpci-prod"}
+    upload = ActionSettings.from_env({PREFIX + k: v for k, v in inputs.items()}).upload_settings()
+    assert (upload.server, upload.auth, upload.oidc_audience) == (
+        "https://cpci.example",
+        "oidc",
+        "cpci-prod",
+    )
+    assert upload.token is not None
+    assert upload.token.get_secret_value() == ""

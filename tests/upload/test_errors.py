@@ -1,0 +1,96 @@
+"""One exception tree: every failure the uploader explains is an `UploadError`, and `cpci upload`
+turns each into its message and its exit code, never a traceback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cpci.upload import errors
+from cpci.upload.settings import UploadSettingsError
+from tests.live_server import loopback_socket
+from tests.upload.support import REPO, envelope, results_file
+
+
+@pytest.mark.parametrize(
+    ("error", "code"),
+    [
+        (errors.EnvelopeError, 2),
+        (errors.CredentialsError, 2),
+        (UploadSettingsError, 2),
+        (errors.UploadFailed, 1),
+        (errors.SpoolError, 1),
+        (errors.JUnitError, 1),
+    ],
+)
+def test_every_error_is_an_upload_error_with_its_exit_code(
+    error: type[errors.UploadError], code: int
+) -> None:
+    assert issubclass(error, errors.UploadError)
+    assert error.exit_code == code
+
+
+def test_retryable_means_a_later_try_may_get_through() -> None:
+    assert errors.UploadFailed("no answer").retryable
+    assert errors.UploadFailed("busy", 503).retryable
+    assert errors.UploadFailed("slow down", 429).retryable
+    assert not errors.UploadFailed("refused", 401).retryable
+    assert not errors.UploadFailed("invalid", 422).retryable
+
+
+def cpci_upload(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """`cpci upload` in its own process, with no CI or cpci variables but `env`."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("CPCI_", "GITHUB_"))}
+    return subprocess.run(
+        [sys.executable, "-m", "cpci", "upload", *args],
+        cwd=tmp_path,
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_a_spool_that_cannot_be_written_is_a_message_and_exit_1(tmp_path: Path) -> None:
+    """The service is down and the spool path is a file: the user learns both, without a
+    traceback, and where the results still are."""
+    results = results_file(tmp_path / "r.jsonl", envelope().results)
+    blocked = tmp_path / "spool"
+    blocked.write_text("not a directory")
+    sock = loopback_socket()  # bound, never listening: connections are refused
+    try:
+        down = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        done = cpci_upload(
+            tmp_path,
+            *("--results", str(results), "--server", down, "--token", "t", "--retries", "1"),
+            *("--repository", REPO, "--commit", "a" * 40, "--ci-run-id", "1"),
+            *("--spool", str(blocked)),
+        )
+    finally:
+        sock.close()
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert f"cpci upload: cannot spool the upload in {blocked}" in done.stderr
+    assert "the results file still has it" in done.stderr
+    assert blocked.read_text() == "not a directory"
+
+
+def test_a_bad_setting_from_the_environment_names_the_flag_and_variable(tmp_path: Path) -> None:
+    results = results_file(tmp_path / "r.jsonl", [])
+    done = cpci_upload(
+        tmp_path, "--results", str(results), CPCI_SERVER="http://127.0.0.1:9", CPCI_AUTH="basic"
+    )
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    assert "cpci upload: --auth (or CPCI_AUTH): Input should be 'token' or 'oidc'" in done.stderr
+    assert "got 'basic'" in done.stderr
+
+
+def test_a_missing_server_says_which_flag_and_variable(tmp_path: Path) -> None:
+    done = cpci_upload(tmp_path, "--results", "r.jsonl")
+    assert done.returncode == 2
+    assert done.stderr.strip().endswith("cpci upload: --server (or CPCI_SERVER) is required")

@@ -1,0 +1,67 @@
+"""One shard's upload as `cpci upload` and the Action make it, against a live service: the
+receipt, then the ancestry note; while the service is down, the spool and no ancestry call."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import SecretStr
+
+from cpci.upload.retry import Backoff
+from cpci.upload.settings import UploadSettings
+from cpci.upload.shard_upload import upload_shard
+from cpci.upload.spool import Spool
+from tests.live_server import loopback_socket
+from tests.upload.support import LiveService, envelope
+
+NO_WAIT = Backoff(attempts=2, sleep=lambda seconds: None)
+
+
+def settings(server: str, token: str, spool: Path) -> UploadSettings:
+    return UploadSettings(server=server, token=SecretStr(token), spool=spool)
+
+
+def test_a_branch_shard_is_stored_then_its_ancestry_noted(
+    service: LiveService, tmp_path: Path
+) -> None:
+    branch_run = envelope("shard-1").model_copy(update={"branch": "main"})
+    done = upload_shard(
+        settings(service.url, service.token, tmp_path / "spool"),
+        branch_run,
+        {},
+        backoff=NO_WAIT,
+        cwd=tmp_path,  # not a git checkout
+    )
+    assert done.delivered.receipt is not None
+    assert done.delivered.receipt["status"] == "stored"
+    assert done.ancestry.endswith("commit ancestry not recorded")
+
+
+def test_while_the_service_is_down_the_shard_waits_in_the_spool(tmp_path: Path) -> None:
+    sock = loopback_socket()  # bound, never listening: connections are refused
+    try:
+        down = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        done = upload_shard(
+            settings(down, "t", tmp_path / "spool"),
+            envelope("shard-2"),
+            {},
+            backoff=NO_WAIT,
+            cwd=tmp_path,
+        )
+    finally:
+        sock.close()
+    assert done.delivered.receipt is None
+    assert done.ancestry == ""  # nothing to record history for yet
+    assert [i.envelope.ci_run_id for i in Spool(tmp_path / "spool").pending()] == ["shard-2"]
+
+
+def test_an_upload_without_a_server_does_not_start(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"--server \(or CPCI_SERVER\) is required"):
+        upload_shard(
+            UploadSettings(server=None, spool=tmp_path),
+            envelope(),
+            {},
+            backoff=NO_WAIT,
+            cwd=tmp_path,
+        )
