@@ -197,14 +197,14 @@ def seed_history(url: str, total: int) -> None:
              [(repo, f"t::c[{i}]@2", f"t::c[{i}]") for i in range(configs)])  # fmt: skip
         many(
             'INSERT INTO run (repository_id, ci_run_id, ci_attempt, "commit", branch, shard_total, '
-            "created_at) VALUES (?, ?, 1, ?, 'main', 1, CURRENT_TIMESTAMP)",
+            "fork, created_at) VALUES (?, ?, 1, ?, 'main', 1, FALSE, CURRENT_TIMESTAMP)",
             [(repo, f"h{r}", f"{r:040x}") for r in range(runs)],
         )
         run_ids = [row[0] for row in conn.exec_driver_sql(
             f"SELECT id FROM run WHERE repository_id={repo} ORDER BY id")]  # fmt: skip
         many(
-            "INSERT INTO shard (run_id, shard_index, body_sha256, environment_id, result_count, "
-            "uploaded_at) VALUES (?, 0, 'x', ?, ?, CURRENT_TIMESTAMP)",
+            "INSERT INTO shard (run_id, leg, shard_index, body_sha256, environment_id, result_count, "
+            "uploaded_at) VALUES (?, '', 0, 'x', ?, ?, CURRENT_TIMESTAMP)",
             [(r, env, configs) for r in run_ids],
         )
         shard_of = dict(conn.exec_driver_sql(
