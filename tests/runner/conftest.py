@@ -1,54 +1,10 @@
-"""Helpers for end-to-end runner tests: real pytest processes that launch real torchrun worlds."""
+"""The runner's end-to-end tests launch real torchrun worlds: without torch there is nothing to run.
+
+Their shared helpers are in `tests/runner/helpers.py`.
+"""
 
 from __future__ import annotations
-
-import json
-import os
-import subprocess
-import sys
-import time
-from pathlib import Path
-from typing import Any
 
 import pytest
 
 pytest.importorskip("torch", reason="the runner's end-to-end tests launch torchrun worlds")
-
-
-def results(path: Path) -> list[dict[str, Any]]:
-    """The records of a results file, in the order they were written."""
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def by_nodeid(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The last record per node id (reruns come after first attempts)."""
-    return {r["nodeid"]: r for r in records}
-
-
-def worlds_started(stdout: str) -> int:
-    """The number of worlds from the closing summary line."""
-    for line in stdout.splitlines():
-        if "world(s) started" in line:
-            return int(line.split()[0])
-    raise AssertionError(f"no cpci summary in output:\n{stdout}")
-
-
-def run_pytest(
-    path: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 300
-) -> pytest.RunResult:
-    """Run pytest in `path` as a real subprocess (for module-scoped runs pytester cannot share)."""
-    start = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
-        cwd=path,
-        env={**os.environ, **(env or {})},
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    return pytest.RunResult(
-        proc.returncode,
-        proc.stdout.splitlines(),
-        proc.stderr.splitlines(),
-        time.monotonic() - start,
-    )

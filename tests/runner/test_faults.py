@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from cpci.schema import read_results
-from tests.runner.conftest import by_nodeid, results, run_pytest, worlds_started
+from tests.runner.helpers import by_nodeid, results, run_pytest, worlds_started
 
 
 def test_crash_in_config_k_keeps_earlier_results_and_runs_the_rest_in_one_fresh_world(

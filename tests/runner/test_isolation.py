@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.runner.conftest import results
+from tests.runner.helpers import results
 
 SUITE = """
 import os
@@ -62,8 +62,10 @@ def test_isolation_classifies_each_failure(
     assert final["test_d_broken"]["attempt"] == 2
     assert final["test_a_pollutes"]["isolation"] is None
     # Every attempt is kept: the first failure of the flaky config is not hidden.
-    attempts = [(r["nodeid"].split("::")[1], r["attempt"], r["outcome"]) for r in
-                results(pytester.path / "r.jsonl")]  # fmt: skip
+    attempts = [
+        (r["nodeid"].split("::")[1], r["attempt"], r["outcome"])
+        for r in results(pytester.path / "r.jsonl")
+    ]
     assert ("test_c_flaky", 1, "failed") in attempts
     assert ("test_b_order_dependent", 2, "passed") in attempts
     result.stdout.fnmatch_lines(

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from cpci.runner.planning import ConfigSpec, make_batches
+from cpci.runner.protocol import Backend
 
 
-def spec(name: str, world_size: int, backend: str = "gloo") -> ConfigSpec:
+def spec(name: str, world_size: int, backend: Backend = "gloo") -> ConfigSpec:
     return ConfigSpec(nodeid=name, path="t.py", world_size=world_size, backend=backend, timeout=1.0)
 
 

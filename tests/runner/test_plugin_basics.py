@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.runner.conftest import by_nodeid, results, run_pytest, worlds_started
+from tests.runner.helpers import by_nodeid, results, run_pytest, worlds_started
 
 SUITE = """
 import os

@@ -13,7 +13,7 @@ from cpci.runner.rank_errors import (
     world_note,
 )
 from cpci.schema import RankError
-from tests.runner.conftest import by_nodeid, results, run_pytest
+from tests.runner.helpers import by_nodeid, results, run_pytest
 
 
 def _error(rank: int, message: str = "boom") -> RankError:

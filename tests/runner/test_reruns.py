@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tests.runner.conftest import results, run_pytest, worlds_started
+from tests.runner.helpers import results, run_pytest, worlds_started
 
 #: Each `*_once` config fails on its first run only; the marker directory remembers the run.
 SUITE = """

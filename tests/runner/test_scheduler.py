@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.runner.conftest import worlds_started
+from tests.runner.helpers import worlds_started
 
 
 def test_a_config_that_cannot_be_planned_fails_alone(pytester: pytest.Pytester) -> None:

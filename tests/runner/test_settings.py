@@ -88,6 +88,16 @@ def test_reruns_precedence(
     assert resolve(pytester.parseconfig(*args), environ=env).reruns == expected
 
 
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [({}, False), ({"CPCI_KEEP_WORLDS": ""}, False), ({"CPCI_KEEP_WORLDS": "1"}, True)],
+)
+def test_keep_worlds_comes_from_its_environment_variable(
+    pytester: pytest.Pytester, env: dict[str, str], expected: bool
+) -> None:
+    assert resolve(pytester.parseconfig(), environ=env).keep_worlds is expected
+
+
 def test_bad_ini_value_names_the_ini_file(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\ncpci_batch_size = -3\n")
     with pytest.raises(pytest.UsageError, match=r"from ini key cpci_batch_size in .*tox.ini"):
