@@ -123,8 +123,8 @@ def runner(tmp_path_factory: pytest.TempPathFactory) -> Runner:
             text=True,
         ).stdout.strip()
     )
-    _installed(site, "torch", "2.4.0", {"torch/__init__.py": "VERSION = 'runner'\n"},
-               requires="numpylike,optional-thing; extra == 'opt'")  # fmt: skip
+    torch = {"torch/__init__.py": "VERSION = 'runner'\n"}
+    _installed(site, "torch", "2.4.0", torch, requires="numpylike,optional-thing; extra == 'opt'")
     _installed(site, "numpylike", "1.0", {"numpylike/__init__.py": ""})
     # What an earlier (fork) job left: a shadowing copy of the app's dependency, a .pth that
     # runs code at every start, and a pytest plugin.
@@ -132,8 +132,8 @@ def runner(tmp_path_factory: pytest.TempPathFactory) -> Runner:
     (site / "evil.pth").write_text(
         "import os; m = os.environ.get('MARKER'); m and open(m, 'w').write('ran')\n"
     )
-    _installed(site, "evilplugin", "1.0", {"evilplugin/__init__.py": ""},
-               entry_points="[pytest11]\nevil = evilplugin\n")  # fmt: skip
+    plugin = {"evilplugin/__init__.py": ""}
+    _installed(site, "evilplugin", "1.0", plugin, entry_points="[pytest11]\nevil = evilplugin\n")
     wheels = root / "wheels"
     wheels.mkdir()
     # The index set for the runner has the app and the good copy of its dependency.

