@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from cpci.schema import read_results
+from tests.upload.support import Completed, action_env, run_cpci
 
 pytest.importorskip("torch", reason="test mode runs a torchrun world")
 
@@ -23,19 +21,8 @@ def test_case(case, cpci_dist):
 """
 
 
-def run_action(path: Path, **inputs: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CPCI_INPUT_")}
-    env.update({f"CPCI_INPUT_{k.upper()}": v for k, v in inputs.items()})
-    env["GITHUB_STEP_SUMMARY"] = str(path / "summary.md")
-    env["GITHUB_OUTPUT"] = str(path / "outputs.txt")
-    return subprocess.run(
-        [sys.executable, "-m", "cpci", "action"],
-        cwd=path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+def run_action(path: Path, **inputs: str) -> Completed:
+    return run_cpci(path, "action", env=action_env(path, **inputs))
 
 
 def test_test_mode_reports_the_shard(tmp_path: Path) -> None:

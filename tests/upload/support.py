@@ -5,14 +5,19 @@ it, the `cpci upload` arguments that send them, and a plain loopback HTTP server
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from cpci.schema import Outcome, ResultRecord, RunEnvelope
@@ -23,6 +28,7 @@ from cpci.server.crud.tokens import create_token
 from tests.live_server import serve
 
 REPO = "acme/attn"
+Completed = subprocess.CompletedProcess[str]
 NODEID = "t.py::test"
 
 
@@ -33,21 +39,42 @@ class LiveService:
     database_url: str
 
 
-@pytest.fixture(scope="module")
-def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveService]:
-    """A migrated database with an upload token for REPO, served by uvicorn on loopback."""
-    database_url = f"sqlite:///{tmp_path_factory.mktemp('service') / 'cpci.db'}"
-    engine = create_db_engine(database_url)
+@dataclass(frozen=True)
+class Database:
+    """A migrated SQLite database with an upload token for REPO."""
+
+    engine: Engine
+    url: str
+    token: str
+
+
+def migrated_database(folder: Path) -> Database:
+    url = f"sqlite:///{folder / 'cpci.db'}"
+    engine = create_db_engine(url)
     upgrade(engine)
     with Session(engine) as session:
         token = create_token(session=session, repository=REPO, name="tests").token
         session.commit()
-    app = create_app(Settings(database_url=database_url), engine=engine)
+    return Database(engine, url, token)
+
+
+@contextmanager
+def live_service(database: Database, sock: socket.socket | None = None) -> Iterator[LiveService]:
+    """The service over `database`, served by uvicorn on `sock` (a fresh loopback one)."""
+    app = create_app(Settings(database_url=database.url), engine=database.engine)
+    with serve(app, sock) as url:
+        yield LiveService(url, database.token, database.url)
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveService]:
+    """One live service per test module."""
+    database = migrated_database(tmp_path_factory.mktemp("service"))
     try:
-        with serve(app) as url:
-            yield LiveService(url, token, database_url)
+        with live_service(database) as live:
+            yield live
     finally:
-        engine.dispose()
+        database.engine.dispose()
 
 
 def record(nodeid: str = NODEID, outcome: Outcome = "passed", world_size: int = 2) -> ResultRecord:
@@ -84,6 +111,29 @@ def upload_args(
         str(tmp_path / "spool"),
         *extra,
     ]
+
+
+def run_cpci(cwd: Path, *args: str, env: Mapping[str, str] | None = None) -> Completed:
+    """`python -m cpci ARGS` in its own process as in a fresh job: none of this process's
+    `CPCI_*` or `GITHUB_*` variables, only those in `env`."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("CPCI_", "GITHUB_"))}
+    return subprocess.run(
+        [sys.executable, "-m", "cpci", *args],
+        cwd=cwd,
+        env={**clean, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def action_env(cwd: Path, **inputs: str) -> dict[str, str]:
+    """What action.yml hands `cpci action` for these inputs (`batch_size="4"` is the input
+    `batch-size`), with the step summary and outputs files in `cwd`."""
+    env = {f"CPCI_INPUT_{name.upper()}": value for name, value in inputs.items()}
+    env["GITHUB_STEP_SUMMARY"] = str(cwd / "summary.md")
+    env["GITHUB_OUTPUT"] = str(cwd / "outputs.txt")
+    return env
 
 
 @contextmanager

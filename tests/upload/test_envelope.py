@@ -4,6 +4,7 @@ matrix leg (a name, or runner labels stored sorted) with the legs the matrix dec
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from cpci.cli import main
 from cpci.upload.envelope import RunFields, build_envelope, leg_name
 from cpci.upload.errors import EnvelopeError
-from tests.upload.support import REPO, LiveService, upload_args
+from tests.upload.support import REPO, LiveService, results_file, upload_args
 
 
 def test_envelope_errors_name_the_flag_and_variable() -> None:
@@ -21,31 +22,27 @@ def test_envelope_errors_name_the_flag_and_variable() -> None:
         build_envelope(RunFields(shard="2/2"), [], {})
 
 
+def upload_empty_shard(service: LiveService, tmp_path: Path, run: str, *extra: str) -> None:
+    """`cpci upload` of an empty shard of `run` on main (the leg from flags or variables)."""
+    results = results_file(tmp_path / "r.jsonl", [])
+    branch = ("--commit", "e" * 40, "--branch", "main", "--ci-run-id", run)
+    assert main(upload_args(service, tmp_path, results, *branch, *extra)) == 0
+
+
+def shards_of(service: LiveService, run: str) -> dict[str, Any]:
+    response = httpx.get(f"{service.url}/api/v1/repos/{REPO}/runs/{run}")
+    shards: dict[str, Any] = response.json()["run"]["shards"]
+    return shards
+
+
 def test_a_leg_given_as_runner_labels_is_sorted(
     service: LiveService, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("CPCI_LEG", '["self-hosted", "h100", "linux"]')
-    results = tmp_path / "r.jsonl"
-    results.write_text("")
-    for leg in (None, "a100"):
-        extra = ["--leg", leg] if leg else []
-        code = main(
-            upload_args(
-                service,
-                tmp_path,
-                results,
-                "--commit",
-                "e" * 40,
-                "--branch",
-                "main",
-                "--ci-run-id",
-                "leg-1",
-                *extra,
-            )
-        )
-        assert code == 0
-    shards = httpx.get(f"{service.url}/api/v1/repos/{REPO}/runs/leg-1").json()["run"]["shards"]
+    upload_empty_shard(service, tmp_path, "leg-1")
+    upload_empty_shard(service, tmp_path, "leg-1", "--leg", "a100")  # the flag beats CPCI_LEG
+    shards = shards_of(service, "leg-1")
     assert shards["legs"] == ["a100", "h100,linux,self-hosted"]
     assert shards["text"] == "2/2 shards on 2 legs"
 
@@ -61,22 +58,7 @@ def test_declared_legs_come_from_the_workflows_runner_label_sets(
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("CPCI_LEGS", '[["self-hosted", "h100"], ["self-hosted", "a100"]]')
     monkeypatch.setenv("CPCI_LEG", '["self-hosted", "h100"]')
-    results = tmp_path / "r.jsonl"
-    results.write_text("")
-    code = main(
-        upload_args(
-            service,
-            tmp_path,
-            results,
-            "--commit",
-            "e" * 40,
-            "--branch",
-            "main",
-            "--ci-run-id",
-            "legs-1",
-        )
-    )
-    assert code == 0
-    shards = httpx.get(f"{service.url}/api/v1/repos/{REPO}/runs/legs-1").json()["run"]["shards"]
+    upload_empty_shard(service, tmp_path, "legs-1")
+    shards = shards_of(service, "legs-1")
     assert shards["missing_by_leg"] == {"a100,self-hosted": [0]}
     assert shards["text"] == "1/2 shards on 2 legs"

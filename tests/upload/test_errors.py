@@ -3,9 +3,6 @@ turns each into its message and its exit code, never a traceback."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,7 +10,7 @@ import pytest
 from cpci.upload import errors
 from cpci.upload.settings import UploadSettingsError
 from tests.live_server import loopback_socket
-from tests.upload.support import REPO, envelope, results_file
+from tests.upload.support import REPO, Completed, envelope, results_file, run_cpci
 
 
 @pytest.mark.parametrize(
@@ -42,17 +39,8 @@ def test_retryable_means_a_later_try_may_get_through() -> None:
     assert not errors.UploadFailed("invalid", 422).retryable
 
 
-def cpci_upload(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    """`cpci upload` in its own process, with no CI or cpci variables but `env`."""
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("CPCI_", "GITHUB_"))}
-    return subprocess.run(
-        [sys.executable, "-m", "cpci", "upload", *args],
-        cwd=tmp_path,
-        env={**clean, **env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+def cpci_upload(tmp_path: Path, *args: str, **env: str) -> Completed:
+    return run_cpci(tmp_path, "upload", *args, env=env)
 
 
 def test_a_spool_that_cannot_be_written_is_a_message_and_exit_1(tmp_path: Path) -> None:

@@ -10,19 +10,22 @@ from pathlib import Path
 
 import httpx
 import pytest
-from sqlmodel import Session
 
 from cpci.cli import main
-from cpci.server import Settings, create_app
-from cpci.server.core.db import create_db_engine
-from cpci.server.core.migrate import upgrade
-from cpci.server.crud.tokens import create_token
 from cpci.upload.errors import UploadFailed
 from cpci.upload.retry import Backoff
 from cpci.upload.send import deliver
 from cpci.upload.spool import Binding, Spool
-from tests.live_server import loopback_socket, serve
-from tests.upload.support import REPO, envelope
+from tests.live_server import loopback_socket
+from tests.upload.support import (
+    REPO,
+    LiveService,
+    envelope,
+    live_service,
+    migrated_database,
+    results_file,
+    upload_args,
+)
 
 
 def scripted(statuses: list[int | None], seen: list[str]) -> httpx.MockTransport:
@@ -141,40 +144,17 @@ def reserved_port() -> Iterator[socket.socket]:
 def test_service_down_then_up_nothing_lost_nothing_twice(
     reserved_port: socket.socket, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    database_url = f"sqlite:///{tmp_path / 'cpci.db'}"
-    engine = create_db_engine(database_url)
-    upgrade(engine)
-    with Session(engine) as session:
-        secret = create_token(session=session, repository=REPO, name="t").token
-        session.commit()
-    results = tmp_path / "r.jsonl"
-    results.write_text(envelope().results[0].to_json_line())
+    database = migrated_database(tmp_path)
+    results = results_file(tmp_path / "r.jsonl", envelope().results)
     url = f"http://127.0.0.1:{reserved_port.getsockname()[1]}"
-    args = [
-        "upload",
-        "--results",
-        str(results),
-        "--repository",
-        REPO,
-        "--commit",
-        "b" * 40,
-        "--ci-run-id",
-        "77",
-        "--server",
-        url,
-        "--token",
-        secret,
-        "--retries",
-        "1",
-        "--spool",
-        str(tmp_path / "spool"),
-    ]
+    down = LiveService(url, database.token, database.url)
+    args = upload_args(down, tmp_path, results, "--commit", "b" * 40, "--ci-run-id", "77")
+    args += ["--retries", "1"]
     assert main(args) == 3  # down: spooled
     assert "SPOOLED to" in capsys.readouterr().err
-    app = create_app(Settings(database_url=database_url), engine=engine)
-    with serve(app, reserved_port):
+    with live_service(database, reserved_port):
         spool = str(tmp_path / "spool")
-        flush = ["upload", "--flush", "--token", secret, "--spool", spool, "--server", url]
+        flush = ["upload", "--flush", "--token", database.token, "--spool", spool, "--server", url]
         flush += ["--repository", REPO]
         assert main(flush) == 0
         assert "flushed 1 spooled upload(s); 0 still in" in capsys.readouterr().out
@@ -182,4 +162,4 @@ def test_service_down_then_up_nothing_lost_nothing_twice(
         assert "duplicate" in capsys.readouterr().out
         summary = httpx.get(f"{url}/api/v1/repos/{REPO}/runs/77").json()
         assert summary["outcomes"] == {"passed": 1}  # one result: nothing lost, nothing twice
-    engine.dispose()
+    database.engine.dispose()
