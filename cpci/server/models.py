@@ -161,7 +161,8 @@ class Shard(SQLModel, table=True):
     started_at: datetime | None = _when(default=None, nullable=True)
     ended_at: datetime | None = _when(default=None, nullable=True)
     result_count: int
-    uploaded_at: datetime = _when(default_factory=utcnow)
+    # Indexed for the uploads-per-hour quota, which reads the last hour's shards newest first.
+    uploaded_at: datetime = _when(default_factory=utcnow, index=True)
 
 
 class ConfigBase(SQLModel):
