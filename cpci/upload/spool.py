@@ -27,6 +27,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from cpci.pids import is_alive
 from cpci.schema import RunEnvelope
 from cpci.upload.errors import SpoolError
 
@@ -190,7 +191,7 @@ class Spool:
     def _release_abandoned_claims(self) -> None:
         for path in self.directory.glob(f"upload-*.json{CLAIM}*"):
             pid = path.name.rsplit(CLAIM, 1)[1]
-            if pid.isdigit() and not _alive(int(pid)):
+            if pid.isdigit() and not is_alive(int(pid)):
                 try:
                     path.rename(_unclaimed(path))
                 except FileNotFoundError:
@@ -216,13 +217,3 @@ def _read(path: Path) -> Spooled:
 
 def _unclaimed(path: Path) -> Path:
     return path.with_name(path.name.split(CLAIM, 1)[0])
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
