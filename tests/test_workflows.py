@@ -26,8 +26,9 @@ EXAMPLE = ROOT / "workflows" / "example-cp-repo.yml"
 WORKFLOWS = sorted(
     [*(ROOT / ".github" / "workflows").glob("*.yml"), *(ROOT / "workflows").glob("*.yml")]
 )
-#: The guard a trusted job's `if` carries: the plan found the PR's head in this repository.
-TRUSTED_GUARD = "needs.plan.outputs.fork != 'true'"
+#: The guard a trusted job's `if` carries: the plan found the PR's head in this repository. It
+#: fails closed: a plan that stopped has no outputs, and '' is not 'false'.
+TRUSTED_GUARD = "needs.plan.outputs.fork == 'false'"
 TRUSTED = [["self-hosted", "h100"], ["self-hosted", "a100"]]
 
 
@@ -155,7 +156,7 @@ def test_the_plan_refuses_what_would_put_fork_code_on_trusted_runners(
 ) -> None:
     code, outputs, stderr = run_plan(tmp_path, **env)
     assert code == 1
-    assert "legs" not in outputs
+    assert outputs == {}  # so `fork` is not 'false' either: no trusted job runs
     assert "::error title=cpci::" in stderr
     assert says in stderr
 
