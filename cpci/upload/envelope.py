@@ -16,16 +16,14 @@ a leg whose jobs never upload counts as missing and the report waits for it.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from cpci.schema import ResultRecord, RunEnvelope
+from cpci.shard_spec import parse_shard
 from cpci.upload.environment import detect
 from cpci.upload.errors import EnvelopeError
-
-SHARD = re.compile(r"(\d+)/(\d+)")
 
 
 @dataclass(frozen=True)
@@ -128,12 +126,10 @@ def _int(value: str | None, name: str) -> int | None:
 def _shard(value: str | None) -> tuple[int, int]:
     if not value:
         return 0, 1
-    match = SHARD.fullmatch(value.strip())
-    if not match or int(match.group(1)) >= int(match.group(2)):
-        raise EnvelopeError(
-            f"--shard (or CPCI_SHARD) is INDEX/TOTAL with 0 <= INDEX < TOTAL, got {value!r}"
-        )
-    return int(match.group(1)), int(match.group(2))
+    try:
+        return parse_shard(value)
+    except ValueError as exc:
+        raise EnvelopeError(f"--shard (or CPCI_SHARD) {exc}, got {value!r}") from None
 
 
 def pull_request_event(env: Mapping[str, str]) -> dict[str, Any] | None:
