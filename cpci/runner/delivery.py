@@ -38,16 +38,16 @@ class Where:
     batch: BatchInfo
 
 
-def of_agreed(spec: ConfigSpec, record: AgreedRecord, where: Where) -> Delivery:
+def of_agreed(spec: ConfigSpec, agreed: AgreedRecord, where: Where) -> Delivery:
     """An attempt whose ranks agreed on its outcome."""
     return _delivery(
         spec,
         where,
-        outcome=record.outcome,
-        duration_s=record.duration_s,
-        rank_errors=record.rank_errors,
-        metrics=record.metrics,
-        reports=record.reports,
+        outcome=agreed.outcome,
+        duration_s=agreed.duration_s,
+        rank_errors=agreed.rank_errors,
+        metrics=agreed.metrics,
+        reports=agreed.reports,
     )
 
 

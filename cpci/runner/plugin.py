@@ -63,7 +63,7 @@ def pytest_runtest_protocol(item: pytest.Item) -> bool | None:
     session = _session(item.config)
     if session is None or not session.owns(item):
         return None
-    session.report(item)
+    session.report_item(item)
     return True
 
 

@@ -12,7 +12,7 @@ from typing import Literal
 import pytest
 
 from cpci.runner.delivery import Delivery
-from cpci.schema import FAILING_OUTCOMES, ResultRecord
+from cpci.schema import FAILING_OUTCOMES, Outcome, ResultRecord
 
 FLAKY_ATTR = "cpci_flaky"
 
@@ -60,7 +60,7 @@ def item_reports(item: pytest.Item, delivery: Delivery) -> list[pytest.TestRepor
 
 
 def synthesized(
-    item: pytest.Item, outcome: str, text: str, duration: float
+    item: pytest.Item, outcome: Outcome, text: str, duration: float
 ) -> list[pytest.TestReport]:
     """Reports for a config no rank reported on: it crashed, hung, never ran or was not planned.
 
@@ -69,7 +69,7 @@ def synthesized(
     """
     now = time.time()
 
-    def report(
+    def phase_report(
         when: Literal["setup", "call", "teardown"],
         result: Literal["passed", "failed"],
         longrepr: str | None,
@@ -88,11 +88,14 @@ def synthesized(
         )
 
     if outcome in ("error", "not_run"):
-        return [report("setup", "failed", text, duration), report("teardown", "passed", None, 0.0)]
+        return [
+            phase_report("setup", "failed", text, duration),
+            phase_report("teardown", "passed", None, 0.0),
+        ]
     return [
-        report("setup", "passed", None, 0.0),
-        report("call", "failed", f"[{outcome.upper()}] {text}", duration),
-        report("teardown", "passed", None, 0.0),
+        phase_report("setup", "passed", None, 0.0),
+        phase_report("call", "failed", f"[{outcome.upper()}] {text}", duration),
+        phase_report("teardown", "passed", None, 0.0),
     ]
 
 

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 
 from cpci.runner.agreement import agreed_record, local_outcome, passed
+from cpci.runner.config_state import ConfigState
 from cpci.runner.dist import DistContext
 from cpci.runner.journal import JournalWriter
 from cpci.runner.protocol import Begin, End, PlanEntry, RankPayload, WorldPlan
 from cpci.runner.rank_errors import rank_error
-from cpci.runner.state import ConfigState
 
 DIST_CONTEXT = pytest.StashKey[DistContext]()
 
@@ -32,13 +32,13 @@ class RankPlugin:
         *,
         plan: WorldPlan,
         journal: JournalWriter,
-        outcomes_file: JournalWriter | None,
+        agreed_file: JournalWriter | None,
         context: DistContext,
         control_group: Any,
     ) -> None:
         self._plan = plan.configs
         self._journal = journal
-        self._outcomes = outcomes_file
+        self._agreed_file = agreed_file
         self._context = context
         self._group = control_group
         self._items: dict[str, pytest.Item] = {}
@@ -145,7 +145,7 @@ class RankPlugin:
         rank = self._context.rank
         gathered: list[Any] | None = [None] * self._context.world_size if rank == 0 else None
         dist.gather_object(payload, gathered, dst=0, group=self._group)
-        if rank != 0 or self._outcomes is None:
+        if rank != 0 or self._agreed_file is None:
             return
         assert gathered is not None
         record = agreed_record(
@@ -154,4 +154,4 @@ class RankPlugin:
             all_passed=bool(ok.item()),
             duration_s=time.time() - started,
         )
-        self._outcomes.write(record)
+        self._agreed_file.write(record)

@@ -90,10 +90,10 @@ class Scheduler:
                 self._give_up(batch, f"cpci scheduler error: {exc!r}")
 
     def _run_batch(self, batch: Batch) -> None:
-        results = self._run_in_worlds(
+        firsts = self._run_in_worlds(
             batch, list(batch.configs), attempt=1, respawns=self._max_respawns
         )
-        for ran in results.values():  # the rest were reported the moment they ended
+        for ran in firsts.values():  # the rest were reported the moment they ended
             if self._policy.wants_rerun(ran.delivery.record, ran.shared):
                 self._rerun(batch, ran)
 
@@ -114,14 +114,14 @@ class Scheduler:
         log: bool = True,
     ) -> dict[str, Attempt]:
         """Run `specs` in order, in as few fresh worlds as crashes and hangs allow."""
-        results: dict[str, Attempt] = {}
+        attempts: dict[str, Attempt] = {}
         remaining = list(specs)
         world_no = 0
         while remaining and not self._stopping.is_set():
             configs = {batch.configs.index(s): s for s in remaining}
             order = list(configs.values())
-            result = self._run_world(batch, configs, world_no, attempt, order, results, log)
-            remaining = [s for s in remaining if s.nodeid not in results]
+            result = self._run_world(batch, configs, world_no, attempt, order, attempts, log)
+            remaining = [s for s in remaining if s.nodeid not in attempts]
             failure = result.failure
             why: tuple[str, str] | None = None  # (message, detail) for the configs never begun
             if failure is None:
@@ -132,7 +132,7 @@ class Scheduler:
             else:
                 if failure.culprit is not None:
                     spec = configs[failure.culprit]
-                    results[spec.nodeid] = self._ended_world(
+                    attempts[spec.nodeid] = self._ended_world(
                         batch, spec, world_no, attempt, order, failure, log
                     )
                     remaining.remove(spec)
@@ -144,12 +144,12 @@ class Scheduler:
                     )
             if why is not None:
                 for spec in remaining:
-                    results[spec.nodeid] = self._not_run(batch, spec, world_no, attempt, *why, log)
+                    attempts[spec.nodeid] = self._not_run(batch, spec, world_no, attempt, *why, log)
                 break
             world_no += 1
             with self.stats.lock:
                 self.stats.respawns += 1
-        return results
+        return attempts
 
     def _run_world(
         self,
@@ -158,7 +158,7 @@ class Scheduler:
         world_no: int,
         attempt: int,
         order: list[ConfigSpec],
-        results: dict[str, Attempt],
+        attempts: dict[str, Attempt],
         log: bool,
     ) -> WorldResult:
         env, release = self._slots.acquire(batch.world_size)
@@ -174,7 +174,7 @@ class Scheduler:
 
         def on_outcome(spec: ConfigSpec, agreed: AgreedRecord) -> None:
             where = _where(batch, world_no, attempt, world.started_s)
-            results[spec.nodeid] = self._settled(
+            attempts[spec.nodeid] = self._settled(
                 _attempt(of_agreed(spec, agreed, where), order), log
             )
             with self.stats.lock:

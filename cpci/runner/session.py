@@ -191,7 +191,7 @@ class BatchedSession:
     def owns(self, item: pytest.Item) -> bool:
         return item.nodeid in self.specs or item.nodeid in self.plan_errors
 
-    def report(self, item: pytest.Item) -> None:
+    def report_item(self, item: pytest.Item) -> None:
         """Wait for the config's final record (printing progress meanwhile) and report it."""
         if item.nodeid in self.plan_errors:
             reports = synthesized(item, "error", self.plan_errors[item.nodeid], 0.0)

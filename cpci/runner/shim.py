@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from cpci.runner.rank_exit import RankExit
+from cpci.runner.world_dir import WorldDir
 
 
 def _wait_child_or_owner(child: subprocess.Popen[bytes], owner_pid: int) -> bool:
@@ -56,12 +57,12 @@ def _alive(pid: int) -> bool:
 
 
 def main() -> None:
-    world_dir = Path(sys.argv[1])
+    world_dir = WorldDir(Path(sys.argv[1]))
     rank = int(os.environ["RANK"])
     owner_pid = int(os.environ["CPCI_OWNER_PID"])
-    with open(world_dir / f"rank-{rank}.log", "ab") as log:
+    with open(world_dir.log(rank), "ab") as log:
         child = subprocess.Popen(
-            [sys.executable, "-m", "cpci.runner.worker", str(world_dir)],
+            [sys.executable, "-m", "cpci.runner.worker", str(world_dir.path)],
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -77,7 +78,7 @@ def main() -> None:
     if not _wait_child_or_owner(child, owner_pid):
         child.kill()
     code = child.wait()
-    RankExit.of(rank, child.pid, code, time.time()).write(world_dir / f"rank-{rank}.exit")
+    RankExit.of(rank, child.pid, code, time.time()).write(world_dir.exit(rank))
     sys.exit(code if code >= 0 else 128 - code)
 
 

@@ -23,6 +23,7 @@ from cpci.runner.dist import DistContext
 from cpci.runner.journal import JournalWriter
 from cpci.runner.protocol import Backend, Done, Hello, Ready, WorldPlan
 from cpci.runner.rank_plugin import RankPlugin
+from cpci.runner.world_dir import WorldDir
 
 
 def _init_world(backend: Backend, timeout_s: float) -> tuple[DistContext, Any]:
@@ -54,20 +55,20 @@ def _init_world(backend: Backend, timeout_s: float) -> tuple[DistContext, Any]:
     return context, control_group
 
 
-def main(world_dir: Path) -> int:
+def main(world_dir: WorldDir) -> int:
     rank = int(os.environ["RANK"])
-    plan = WorldPlan.model_validate_json((world_dir / "plan.json").read_bytes())
-    stacks = open(world_dir / f"rank-{rank}.stacks", "w")  # noqa: SIM115 - lives as long as the process
+    plan = WorldPlan.model_validate_json(world_dir.plan.read_bytes())
+    stacks = open(world_dir.stacks(rank), "w")  # noqa: SIM115 - lives as long as the process
     faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=True)
     faulthandler.enable()  # fatal signals (SIGSEGV, SIGABRT, ...) print stacks to the rank log
-    journal = JournalWriter(world_dir / f"rank-{rank}.journal")
+    journal = JournalWriter(world_dir.journal(rank))
     journal.write(Hello(pid=os.getpid(), t=time.time()))
     context, control_group = _init_world(plan.backend, plan.pg_timeout_s)
-    outcomes = JournalWriter(world_dir / "outcomes.jsonl") if rank == 0 else None
+    agreed_file = JournalWriter(world_dir.agreed) if rank == 0 else None
     plugin = RankPlugin(
         plan=plan,
         journal=journal,
-        outcomes_file=outcomes,
+        agreed_file=agreed_file,
         context=context,
         control_group=control_group,
     )
@@ -86,4 +87,4 @@ def main(world_dir: Path) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(Path(sys.argv[1])))
+    sys.exit(main(WorldDir(Path(sys.argv[1]))))

@@ -33,6 +33,7 @@ from cpci.runner.protocol import (
 )
 from cpci.runner.rank_errors import first_failing_first, rank_error, world_note
 from cpci.runner.rank_exit import how_it_ended
+from cpci.runner.world_dir import WorldDir
 from cpci.schema import FAILING_OUTCOMES, RankError
 
 #: How often the parent looks at the world's files. Ranks never wait for the parent.
@@ -84,7 +85,7 @@ class World:
         self, launch: WorldLaunch, name: str, batch: Batch, configs: dict[int, ConfigSpec]
     ) -> None:
         self.launch = launch
-        self.dir = launch.run_dir / name
+        self.dir = WorldDir(launch.run_dir / name)
         self.world_size = batch.world_size
         self.backend = batch.backend
         self.configs = configs
@@ -92,7 +93,7 @@ class World:
         self._proc: subprocess.Popen[bytes] | None = None
 
     def run(self, on_outcome: OutcomeSink) -> WorldResult:
-        self.dir.mkdir(parents=True)
+        self.dir.path.mkdir(parents=True)
         self._write_plan()
         launched = time.time()
         self._proc = self._start()
@@ -124,7 +125,7 @@ class World:
         watch.update()  # journals first: a config's begin precedes its outcome
         if self.started_s is None and watch.first_begin is not None:
             self.started_s = max(0.0, watch.first_begin - launched)
-        for agreed in watch.outcomes.read_new():
+        for agreed in watch.agreed.read_new():
             watch.finished.add(agreed.index)
             ordered = first_failing_first(agreed.rank_errors, watch.failed_at(agreed.index))
             on_outcome(
@@ -150,7 +151,7 @@ class World:
             or list(dict.fromkeys(c.path for c in self.configs.values())),
             configs=[PlanEntry(index=i, nodeid=c.nodeid) for i, c in self.configs.items()],
         )
-        (self.dir / "plan.json").write_text(plan.model_dump_json())
+        self.dir.plan.write_text(plan.model_dump_json())
 
     def _start(self) -> subprocess.Popen[bytes]:
         env = {**os.environ, **self.launch.env, "CPCI_OWNER_PID": str(os.getpid())}
@@ -166,9 +167,9 @@ class World:
             "--monitor-interval=0.05",
             "-m",
             "cpci.runner.shim",
-            str(self.dir),
+            str(self.dir.path),
         ]
-        with open(self.dir / "torchrun.log", "wb") as log:
+        with open(self.dir.torchrun_log, "wb") as log:
             return subprocess.Popen(
                 command,
                 stdout=log,
@@ -220,7 +221,7 @@ class World:
                 os.kill(pid, signal.SIGUSR1)
             except ProcessLookupError:
                 pass
-        files = {rank: self.dir / f"rank-{rank}.stacks" for rank in watch.pids}
+        files = {rank: self.dir.stacks(rank) for rank in watch.pids}
         deadline = time.time() + _STACK_DUMP_S
         while time.time() < deadline and not all(_size(f) > 0 for f in files.values()):
             time.sleep(_POLL_S)
@@ -236,14 +237,14 @@ class World:
         assert self._proc is not None
         current = watch.in_flight()
         culprit = None if current is None else current[0]
-        exits = {r: how_it_ended(self.dir / f"rank-{r}.exit") for r in range(self.world_size)}
+        exits = {r: how_it_ended(self.dir.exit(r)) for r in range(self.world_size)}
         dead = [r for r, status in exits.items() if not status.stopped]
         if any(watch.current.get(r) != culprit for r in dead):
             culprit = None  # a rank died outside that config (at start-up, between configs)
         errors = []
         for rank in range(self.world_size):
             message = exits[rank].message
-            tail = _tail(self.dir / f"rank-{rank}.log")
+            tail = _tail(self.dir.log(rank))
             detail = f"{message}\n--- end of rank-{rank}.log ---\n{tail}"
             errors.append(rank_error(rank, "world", detail, message))
         # The rank that failed first leads (its own failure in the config, or its death); those
@@ -255,7 +256,7 @@ class World:
         errors = first_failing_first(errors, failed_at)
         reason = errors[0].message
         if not any(ended.recorded for ended in exits.values()):
-            tail = _tail(self.dir / "torchrun.log")
+            tail = _tail(self.dir.torchrun_log)
             reason = f"torchrun exited with code {self._proc.returncode} before any rank ran"
             errors.append(
                 world_note("world", reason, f"{reason}\n--- end of torchrun.log ---\n{tail}")
@@ -270,11 +271,10 @@ class World:
 class _Watch:
     """What the parent has learnt from the world's journals so far."""
 
-    def __init__(self, world_dir: Path, world_size: int) -> None:
-        self.outcomes = JournalReader(world_dir / "outcomes.jsonl", parse_agreed_record)
+    def __init__(self, world_dir: WorldDir, world_size: int) -> None:
+        self.agreed = JournalReader(world_dir.agreed, parse_agreed_record)
         self._journals = {
-            r: JournalReader(world_dir / f"rank-{r}.journal", parse_journal_event)
-            for r in range(world_size)
+            r: JournalReader(world_dir.journal(r), parse_journal_event) for r in range(world_size)
         }
         self.finished: set[int] = set()
         self.pids: dict[int, int] = {}

@@ -12,12 +12,32 @@ import random
 import sys
 import zlib
 from types import TracebackType
-from typing import Any
+from typing import Any, NamedTuple
 
 
 def seed_for(nodeid: str) -> int:
     """A stable per-config seed (crc32 of the node id)."""
     return zlib.crc32(nodeid.encode())
+
+
+class _TorchFlags(NamedTuple):
+    """The process-wide torch settings a config may change."""
+
+    dtype: Any  # torch.dtype; typed loosely so this module imports without torch
+    grad: bool
+    deterministic: bool
+    threads: int
+
+    @classmethod
+    def now(cls) -> _TorchFlags:
+        import torch
+
+        return cls(
+            dtype=torch.get_default_dtype(),
+            grad=torch.is_grad_enabled(),
+            deterministic=torch.are_deterministic_algorithms_enabled(),
+            threads=torch.get_num_threads(),
+        )
 
 
 class ConfigState:
@@ -26,19 +46,14 @@ class ConfigState:
     def __init__(self, nodeid: str) -> None:
         self._nodeid = nodeid
         self._env: dict[str, str] = {}
-        self._torch: dict[str, Any] = {}
+        self._torch: _TorchFlags | None = None
         self._groups: set[Any] = set()
 
     def __enter__(self) -> ConfigState:
         import torch
 
         self._env = dict(os.environ)
-        self._torch = {
-            "dtype": torch.get_default_dtype(),
-            "grad": torch.is_grad_enabled(),
-            "deterministic": torch.are_deterministic_algorithms_enabled(),
-            "threads": torch.get_num_threads(),
-        }
+        self._torch = _TorchFlags.now()
         self._groups = set(_live_groups())
         seed = seed_for(self._nodeid)
         random.seed(seed)
@@ -65,13 +80,15 @@ class ConfigState:
             os.environ.update(self._env)
             # Restore only what changed: the first use_deterministic_algorithms() call alone
             # costs about a second of imports.
-            if torch.get_default_dtype() != self._torch["dtype"]:
-                torch.set_default_dtype(self._torch["dtype"])
-            torch.set_grad_enabled(self._torch["grad"])
-            if torch.are_deterministic_algorithms_enabled() != self._torch["deterministic"]:
-                torch.use_deterministic_algorithms(self._torch["deterministic"])
-            if torch.get_num_threads() != self._torch["threads"]:
-                torch.set_num_threads(self._torch["threads"])
+            before, now = self._torch, _TorchFlags.now()
+            assert before is not None, "__exit__ without __enter__"
+            if now.dtype != before.dtype:
+                torch.set_default_dtype(before.dtype)
+            torch.set_grad_enabled(before.grad)
+            if now.deterministic != before.deterministic:
+                torch.use_deterministic_algorithms(before.deterministic)
+            if now.threads != before.threads:
+                torch.set_num_threads(before.threads)
             if torch.cuda.is_initialized():
                 torch.cuda.synchronize()
                 torch.cuda.empty_cache()
