@@ -8,21 +8,19 @@ a GitHub App still get one comment, edited in place, and a check run that gates 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 import httpx
 
+from cpci import urls
 from cpci.action.settings import ActionSettings
 from cpci.github.auth import TokenAuth
 from cpci.github.bot import BotSettings, refresh
 from cpci.github.client import GitHubClient
 from cpci.github.gate import Gate, gate, is_red
+from cpci.schema import PullRequestReport
 from cpci.upload.envelope import pull_request_event
 from cpci.upload.errors import UploadFailed
 from cpci.upload.service_client import ServiceClient
-
-if TYPE_CHECKING:
-    from cpci.server.reports import PullRequestReport
 
 #: The login GitHub shows for comments made with a workflow's GITHUB_TOKEN.
 ACTIONS_BOT = "github-actions[bot]"
@@ -40,9 +38,6 @@ def fetch_pull_request_report(
     transport: httpx.BaseTransport | None = None,
 ) -> PullRequestReport | None:
     """The service's PR report (None when nothing was uploaded for this PR yet)."""
-    # The wire type still lives in the service; it moves with the schema package (issue 12).
-    from cpci.server.reports import PullRequestReport
-
     client = ServiceClient(settings.server_url, token, transport=transport)
     try:
         body = client.pull_report(repo, number)
@@ -78,9 +73,6 @@ def run_report_mode(
     with GitHubClient(TokenAuth(settings.github_token), api_url=_api_url(environ)) as client:
         state = refresh(client, repo, number, settings=bot, load_report=load, previous=None)
     verdict = gate(loaded[-1] if loaded else None, state.consistency, settings.fail_on)
-    # The UI's paths move out of the service with the shared URL map (issue 12).
-    from cpci.server.ui import urls
-
     return verdict, settings.server_url.rstrip("/") + urls.pull(repo, number)
 
 

@@ -137,7 +137,7 @@ def upload(server: str, token: str, commit: Commit, shard: int, results: Path, s
 
 def pr_comment(server: str) -> str:
     from cpci.github.comment import CommentOptions, render
-    from cpci.server.reports import PullRequestReport
+    from cpci.schema import PullRequestReport
 
     url = f"{server}/api/v1/repos/{REPOSITORY}/pulls/{PR_NUMBER}/report"
     report = PullRequestReport.model_validate(httpx.get(url, timeout=60).json())
@@ -163,7 +163,7 @@ def main(workdir: Path, port: int, wait: bool, say: Say = _say) -> int:
         print("\n" + "=" * 30 + " the PR comment cpci would post " + "=" * 30)
         print(pr_comment(service.url))
         print("=" * 92 + "\n")
-        from cpci.server.ui import urls
+        from cpci import urls
 
         say(f"dashboard: {service.url}{urls.dashboard(REPOSITORY)}")
         say(f"PR report: {service.url}{urls.pull(REPOSITORY, PR_NUMBER)}")

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from cpci import urls
 from cpci.github.client import GitHubClient
 from cpci.github.comment import CommentOptions, render
 from cpci.github.consistency import ConsistencyResult, acknowledgements, evaluate
@@ -19,12 +19,9 @@ from cpci.github.gate import FailOn
 from cpci.github.models import PullRequest
 from cpci.github.publish import CommentMode, check_run_fields, publish_check, upsert_comment
 from cpci.github.rules import DEFAULT_PATH, RulesError, parse_rules
+from cpci.schema import PullRequestReport
 
-if TYPE_CHECKING:  # the service's report models; importing them at run time would
-    # load the service (and its routes, which import this package) first
-    from cpci.server.reports import PullRequestReport
-
-ReportLoader = Callable[[str, int], "PullRequestReport | None"]
+ReportLoader = Callable[[str, int], PullRequestReport | None]
 
 
 @dataclass(frozen=True)
@@ -93,8 +90,6 @@ def refresh(
         bot_login=settings.bot_login or client.bot_login(),
         known_id=previous.comment_id if previous else None,
     )  # fmt: skip
-    from cpci.server.ui import urls
-
     details = (
         settings.service_url.rstrip("/") + urls.pull(repo, number) if settings.service_url else None
     )

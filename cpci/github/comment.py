@@ -12,17 +12,15 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
+from cpci import urls
 from cpci.github import markdown as md
 from cpci.github.client import COMMENT_LIMIT
 from cpci.github.consistency import ConsistencyResult, Finding
 from cpci.github.gate import FailOn, Gate, gate
-from cpci.verdict_table import VERDICTS, info
-
-if TYPE_CHECKING:  # the service's report models; importing them at run time would
-    # load the service (and its routes, which import this package) first
-    from cpci.server.reports import ConfigVerdict, PullRequestReport, ShiftFinding
+from cpci.schema import VERDICTS, ConfigVerdict, PullRequestReport, ShiftFinding
+from cpci.schema.verdicts import info
 
 MARKER = "<!-- cpci:pr-report"
 _STATE = re.compile(r"^<!-- cpci:pr-report state=(\w+) -->")
@@ -273,6 +271,4 @@ def _full_report_url(
     pr = report.pull_request if report else number
     if not repo or not pr:
         return None
-    from cpci.server.ui import urls
-
     return options.service_url.rstrip("/") + urls.pull(repo, pr)

@@ -8,14 +8,10 @@ not acknowledged fails under every mode but `never`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from cpci.github.consistency import ConsistencyResult
-from cpci.verdict_table import VERDICTS
-
-if TYPE_CHECKING:  # the service's report models; importing them at run time would
-    # load the service (and its routes, which import this package) first
-    from cpci.server.reports import PullRequestReport
+from cpci.schema import VERDICTS, PullRequestReport
 
 FailOn = Literal["new-failures", "any-failure", "never"]
 FAIL_ON: tuple[FailOn, ...] = ("new-failures", "any-failure", "never")

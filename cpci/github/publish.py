@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from cpci.github.client import GitHubClient
 from cpci.github.comment import MARKER, state_of
@@ -18,11 +18,8 @@ from cpci.github.consistency import ConsistencyResult
 from cpci.github.errors import PermissionDenied
 from cpci.github.gate import FailOn, Gate, gate
 from cpci.github.models import Comment
-from cpci.verdict_table import VERDICTS, info
-
-if TYPE_CHECKING:  # the service's report models; importing them at run time would
-    # load the service (and its routes, which import this package) first
-    from cpci.server.reports import PullRequestReport
+from cpci.schema import VERDICTS, PullRequestReport
+from cpci.schema.verdicts import info
 
 CommentMode = Literal["edit", "new-on-regression", "off"]
 COMMENT_MODES: tuple[CommentMode, ...] = ("edit", "new-on-regression", "off")

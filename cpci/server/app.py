@@ -27,10 +27,10 @@ from cpci.server.core.config import Settings
 from cpci.server.core.db import create_db_engine
 from cpci.server.core.metrics import Metrics, MetricsMiddleware
 from cpci.server.core.oidc import OidcVerifier
-from cpci.server.links import Links
 from cpci.server.ui import install_ui
 from cpci.server.webhook_handling import DeliveryContext, handle_delivery
 from cpci.server.webhook_worker import WebhookWorker, WorkerPolicy
+from cpci.urls import Links
 
 
 def create_app(

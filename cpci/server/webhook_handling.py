@@ -23,14 +23,14 @@ from cpci.github.bot import BotSettings, refresh
 from cpci.github.client import GitHubClient
 from cpci.github.errors import GitHubError, RateLimited, ServerError, Unreachable
 from cpci.github.retry import RetryPolicy
+from cpci.schema import PullRequestReport
 from cpci.server.core.config import Settings
 from cpci.server.core.errors import NotFound
 from cpci.server.crud import github as state
 from cpci.server.crud.github import QueuedDelivery
 from cpci.server.crud.reports import pull_request_report
-from cpci.server.links import Links
 from cpci.server.models import Repository
-from cpci.server.reports import PullRequestReport
+from cpci.urls import Links
 
 log = logging.getLogger(__name__)
 

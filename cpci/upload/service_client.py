@@ -1,6 +1,6 @@
 """The one client of the cpci service's API, shared by `cpci upload` and the Action.
 
-It knows the paths (`api_paths`), the bearer header, the retry policy and how an answer becomes
+It knows the paths (`cpci.urls`), the bearer header, the retry policy and how an answer becomes
 an error: httpx's exceptions and the service's refusals are mapped here, once, to `UploadFailed`
 (status 0 when there was no answer), whose message names the URL, the status and the service's
 `detail`.
@@ -13,8 +13,8 @@ from typing import Any
 
 import httpx
 
+from cpci import urls
 from cpci.schema import RunEnvelope
-from cpci.upload import api_paths
 from cpci.upload.errors import UploadFailed
 from cpci.upload.retry import ONCE, Backoff
 
@@ -44,7 +44,7 @@ class ServiceClient:
         """POST the envelope; returns the service's receipt (stored or duplicate)."""
         body = envelope.model_dump_json(by_alias=True)
         headers = {"Content-Type": "application/json"}
-        response = self._request("POST", api_paths.UPLOADS, content=body, headers=headers)
+        response = self._request("POST", urls.API_UPLOADS, content=body, headers=headers)
         receipt: dict[str, Any] = response.json()
         return receipt
 
@@ -52,13 +52,13 @@ class ServiceClient:
         """Record first-parent links (commit, parent) of the repository's history; returns how
         many the service took (sending a link again is fine, a contradicting one is a 409)."""
         body = {"parents": [{"commit": c, "parent": p} for c, p in links]}
-        response = self._request("POST", api_paths.commits(repository), json=body)
+        response = self._request("POST", urls.api_commits(repository), json=body)
         return int(response.json()["recorded"])
 
     def pull_report(self, repository: str, number: int) -> dict[str, Any] | None:
         """The PR report as the service sends it; None while nothing was uploaded for the PR."""
         try:
-            response = self._request("GET", api_paths.pull_report(repository, number))
+            response = self._request("GET", urls.api_pull_report(repository, number))
         except UploadFailed as exc:
             if exc.status == 404:
                 return None

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from cpci.server.analysis.flakiness import FlakinessAssessment
-from cpci.server.analysis.observations import RunLink
-from cpci.server.analysis.shifts import Shift
-from cpci.server.reports import (
+from cpci.schema import (
     BaselineInfo,
     ConfigVerdict,
+    FlakinessAssessment,
     PullRequestReport,
     ReportCounts,
+    RunLink,
     ShardProgress,
+    Shift,
     ShiftFinding,
 )
 

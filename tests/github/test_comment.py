@@ -15,7 +15,7 @@ from cpci.github.consistency import evaluate
 from cpci.github.models import ChangedFile
 from cpci.github.publish import upsert_comment
 from cpci.github.rules import parse_rules
-from cpci.server.analysis.evidence import FlakeTest
+from cpci.schema import FlakeTest
 from tests.github.fake_github import FakeGitHub
 from tests.github.reports import drift, flaky_evidence, report, verdict
 

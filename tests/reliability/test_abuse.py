@@ -31,12 +31,12 @@ from sqlmodel import Session, select
 from cpci.github.comment import MARKER, CommentOptions, render, state_of
 from cpci.github.publish import check_run_fields
 from cpci.github.webhooks import sign
+from cpci.schema import PullRequestReport
 from cpci.server import Settings, create_app
 from cpci.server.core.db import create_db_engine
 from cpci.server.core.migrate import upgrade
 from cpci.server.crud.tokens import create_token
 from cpci.server.models import Config, GitHubDelivery, Repository, Result, Run, Shard
-from cpci.server.reports import PullRequestReport
 from tests.reliability.conftest import ENGINES, new_database
 from tests.reliability.service import REPO, make_envelope, prepare_database
 

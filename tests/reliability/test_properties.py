@@ -13,17 +13,15 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cpci.schema import FAILING_OUTCOMES, OUTCOMES
+from cpci.schema import FAILING_OUTCOMES, OUTCOMES, FlakeRecord, FlakinessAssessment, RunLink
 from cpci.schema import NOT_RUN_OUTCOMES as NOT_RUN
-from cpci.server.analysis.evidence import FlakeRecord
 from cpci.server.analysis.flakiness import (
-    FlakinessAssessment,
     FlakinessPolicy,
     assess_flakiness,
     wilson_lower_bound,
 )
 from cpci.server.analysis.infra import infra_signature
-from cpci.server.analysis.observations import Observation, RunLink
+from cpci.server.analysis.observations import Observation
 from cpci.server.analysis.verdicts import (
     INFRA_REPEATS,
     ResultView,

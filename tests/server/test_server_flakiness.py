@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from cpci.schema import RunLink
 from cpci.server.analysis.flakiness import FlakinessPolicy, assess_flakiness, wilson_lower_bound
-from cpci.server.analysis.observations import Observation, RunLink
+from cpci.server.analysis.observations import Observation
 
 
 def history(pattern: str, *, commits: str | None = None, env: int = 1, pr: bool = False,

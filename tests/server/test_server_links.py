@@ -11,7 +11,7 @@ from service_builders import REPO, envelope, record
 from sqlalchemy import Engine
 
 from cpci.server import Settings, create_app
-from cpci.server.links import Links
+from cpci.urls import Links
 from tests.live_server import serve
 
 HOSTILE_RUN_IDS = ["../../settings", "..", ".", "...", "a/../../b", "%2e%2e", "x?y#z", "run 1"]

@@ -14,12 +14,12 @@ from service_builders import BASE, REPO, envelope, record
 from sqlalchemy import Engine, func
 from sqlmodel import Session, select
 
+from cpci import urls
 from cpci.server import Settings, create_app
 from cpci.server.core.errors import Forbidden
 from cpci.server.core.provenance import Credential, OidcClaims, check_upload
 from cpci.server.crud.tokens import create_token
 from cpci.server.models import Repository, Run
-from cpci.server.ui import urls
 from tests.live_server import serve
 
 FORK_WORKFLOW = f"{REPO}/.github/workflows/cpci-fork-results.yml@refs/heads/main"

@@ -12,8 +12,8 @@ from sqlalchemy import Engine
 from sqlmodel import Session, select
 
 from cpci.server.crud.history import observations
-from cpci.server.links import Links
 from cpci.server.models import Config
+from cpci.urls import Links
 
 MAIN_RUNS = 12
 FLAKY = "FPFPFPFPFPFP"  # on main, one letter per run

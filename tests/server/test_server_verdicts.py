@@ -6,9 +6,9 @@ import statistics
 
 import pytest
 
+from cpci.schema import FlakeRecord, FlakinessAssessment
 from cpci.server.analysis.credible import jeffreys_upper, regularized_beta
-from cpci.server.analysis.evidence import EvidencePolicy, FlakeRecord
-from cpci.server.analysis.flakiness import FlakinessAssessment
+from cpci.server.analysis.evidence import EvidencePolicy
 from cpci.server.analysis.infra import infra_signature
 from cpci.server.analysis.shifts import DURATION_POLICY, METRIC_POLICY, median, robust_shift
 from cpci.server.analysis.signatures import signature as sig

@@ -15,8 +15,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from pydantic import BaseModel
-
+from cpci.schema import FlakeRecord, FlakeTest
 from cpci.server.analysis.credible import jeffreys_upper
 
 
@@ -27,52 +26,6 @@ class EvidencePolicy:
 
     threshold: float = 0.2
     level: float = 0.95
-
-
-class FlakeRecord(BaseModel):
-    """What trusted history says about a config's failures: counted per attempt."""
-
-    failures: int
-    trials: int
-    signatures: dict[str, int] = {}  # normalised first error line -> failures showing it
-
-    @property
-    def novel_share(self) -> float:
-        """Good-Turing: the chance that the next flaky failure shows a never-seen signature."""
-        seen = sum(self.signatures.values())
-        once = sum(1 for n in self.signatures.values() if n == 1)
-        return (once + 1) / (seen + 1)
-
-
-class FlakeTest(BaseModel):
-    """The numbers behind a regression-or-flake call, shown in its reason."""
-
-    failed_attempts: int
-    history_failures: int
-    history_trials: int
-    rate_upper: float
-    level: float
-    novel_signature: bool
-    novel_share: float
-    chance: float
-    threshold: float
-
-    @property
-    def flake_explains(self) -> bool:
-        return self.chance >= self.threshold
-
-    def text(self) -> str:
-        """E.g. "failed 3/3 attempts; known flaky rate <= 0.18; chance 0.6% < 20% (...)"."""
-        k = self.failed_attempts
-        out = (
-            f"failed {k}/{k} attempt{'s' if k != 1 else ''}; known flaky rate <= "
-            f"{self.rate_upper:.2f}; chance {self.chance:.1%} "
-            f"{'>=' if self.flake_explains else '<'} {self.threshold:.0%} "
-            f"({self.history_failures}/{self.history_trials} attempts failed on branch runs"
-        )
-        if self.novel_signature:
-            out += f"; a new error signature, as {self.novel_share:.0%} of its flaky failures show"
-        return out + ")"
 
 
 def flake_test(

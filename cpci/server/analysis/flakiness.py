@@ -21,10 +21,9 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pydantic import BaseModel, Field
-
-from cpci.server.analysis.evidence import FlakeRecord, tally_signatures
-from cpci.server.analysis.observations import Observation, RunLink
+from cpci.schema import FlakeRecord, FlakinessAssessment, RunLink, SameCommitEvidence
+from cpci.server.analysis.evidence import tally_signatures
+from cpci.server.analysis.observations import Observation
 
 MAX_LINKS = 10
 
@@ -34,35 +33,6 @@ class FlakinessPolicy:
     min_runs: int = 10
     half_life: float = 20.0
     z: float = 1.96
-
-
-class SameCommitEvidence(BaseModel):
-    """One commit and environment on which the config both passed and failed."""
-
-    commit: str
-    environment_id: int
-    passes: int
-    failures: int
-    runs: list[RunLink]
-
-
-class FlakinessAssessment(BaseModel):
-    flaky: bool
-    reason: str
-    runs: int
-    passes: int
-    failures: int
-    flips: int
-    flip_rate: float
-    lower_bound: float
-    effective_runs: float
-    same_commit: list[SameCommitEvidence]
-    failing_runs: list[RunLink]
-    episodes: int = Field(default=0, description="separate stretches of failing branch runs")
-    record: FlakeRecord = Field(
-        default_factory=lambda: FlakeRecord(failures=0, trials=0),
-        description="failures per attempt on branch runs, and their signatures",
-    )
 
 
 def wilson_lower_bound(p: float, n: float, z: float = 1.96) -> float:

@@ -4,21 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pydantic import BaseModel
-
-from cpci.schema import FAILING_OUTCOMES, NOT_RUN_OUTCOMES
+from cpci.schema import FAILING_OUTCOMES, NOT_RUN_OUTCOMES, RunLink
 
 #: Outcomes that count as a pass (an expected failure is the config behaving as intended).
 PASSING_OUTCOMES: frozenset[str] = frozenset({"passed", "xfailed", "xpassed"})
-
-
-class RunLink(BaseModel):
-    """Enough to find a CI run again: its ids, commit, and a link to it."""
-
-    ci_run_id: str
-    ci_attempt: int
-    commit: str
-    url: str
 
 
 @dataclass(frozen=True)

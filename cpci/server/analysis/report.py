@@ -10,10 +10,23 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, TypeVar
 
-from cpci.schema import FAILING_OUTCOMES
+from cpci.schema import (
+    ATTENTION,
+    FAILING_OUTCOMES,
+    VERDICTS,
+    BaselineInfo,
+    ConfigVerdict,
+    FlakinessAssessment,
+    PullRequestReport,
+    ReportCounts,
+    RunRef,
+    ShardProgress,
+    Shift,
+    ShiftFinding,
+)
+from cpci.schema.verdicts import count_text
 from cpci.server.analysis.evidence import EvidencePolicy
 from cpci.server.analysis.flakiness import (
-    FlakinessAssessment,
     FlakinessPolicy,
     assess_flakiness,
 )
@@ -21,7 +34,6 @@ from cpci.server.analysis.observations import Observation
 from cpci.server.analysis.shifts import (
     DURATION_POLICY,
     METRIC_POLICY,
-    Shift,
     median,
     robust_shift,
 )
@@ -33,16 +45,6 @@ from cpci.server.analysis.verdicts import (
     headline,
     state_of,
 )
-from cpci.server.reports import (
-    BaselineInfo,
-    ConfigVerdict,
-    PullRequestReport,
-    ReportCounts,
-    RunRef,
-    ShardProgress,
-    ShiftFinding,
-)
-from cpci.verdict_table import ATTENTION, VERDICTS, count_text
 
 
 class ConfigLeg(NamedTuple):

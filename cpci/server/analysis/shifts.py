@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import BaseModel
+from cpci.schema import Shift
 
 MAD_TO_SIGMA = 1.4826
 
@@ -30,17 +30,6 @@ class ShiftPolicy:
 DURATION_POLICY = ShiftPolicy(3, 4.0, 0.25, 0.05, "up")
 #: A metric (e.g. max abs error vs the reference) moving by half its base value, either way.
 METRIC_POLICY = ShiftPolicy(1, 4.0, 0.5, 1e-12, "both")
-
-
-class Shift(BaseModel):
-    name: str
-    value: float
-    baseline_median: float
-    baseline_mad: float
-    samples: int
-    change: float
-    relative: float | None
-    direction: Literal["up", "down"]
 
 
 def median(values: Sequence[float]) -> float:

@@ -23,9 +23,14 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Literal, NamedTuple
 
-from cpci.schema import FAILING_OUTCOMES, NOT_RUN_OUTCOMES
-from cpci.server.analysis.evidence import EvidencePolicy, FlakeRecord, FlakeTest, flake_test
-from cpci.server.analysis.flakiness import FlakinessAssessment
+from cpci.schema import (
+    FAILING_OUTCOMES,
+    NOT_RUN_OUTCOMES,
+    FlakeRecord,
+    FlakeTest,
+    FlakinessAssessment,
+)
+from cpci.server.analysis.evidence import EvidencePolicy, flake_test
 from cpci.server.analysis.infra import PEER_LOST, infra_signature
 from cpci.server.analysis.observations import PASSING_OUTCOMES
 from cpci.server.analysis.signatures import signature

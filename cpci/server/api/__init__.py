@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from cpci.server.api.routes import ops, repos, uploads
-from cpci.server.links import API_PREFIX
+from cpci.urls import API_PREFIX
 
 api_router = APIRouter(prefix=API_PREFIX)
 api_router.include_router(uploads.router)

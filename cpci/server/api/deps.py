@@ -17,8 +17,8 @@ from cpci.server.core.provenance import Credential, OidcAllowList, OidcClaims, c
 from cpci.server.core.security import looks_like_upload_token
 from cpci.server.crud.repos import get_repository
 from cpci.server.crud.tokens import credential_for_token
-from cpci.server.links import Links
 from cpci.server.models import Repository
+from cpci.urls import Links
 
 HOW_TO_AUTHENTICATE = (
     "send `Authorization: Bearer TOKEN` with a token from `cpci token create OWNER/REPO`"

@@ -16,9 +16,9 @@ from cpci.server.core.config import Settings
 from cpci.server.crud.common import chunks
 from cpci.server.crud.history import observations
 from cpci.server.crud.runs import config_keys
-from cpci.server.links import Links
 from cpci.server.models import Repository, Result, Run
 from cpci.server.reports import FlakyConfig, FlakyList
+from cpci.urls import Links
 
 MAX_CANDIDATES = 500
 

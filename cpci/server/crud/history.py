@@ -8,15 +8,15 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
-from cpci.schema import FAILING_OUTCOMES
-from cpci.server.analysis.observations import Observation, RunLink
+from cpci.schema import FAILING_OUTCOMES, RunLink
+from cpci.server.analysis.observations import Observation
 from cpci.server.analysis.signatures import signature
 from cpci.server.analysis.verdicts import culprit_error
 from cpci.server.core.errors import NotFound
 from cpci.server.crud.common import chunks, fetch_rows, from_json
-from cpci.server.links import Links
 from cpci.server.models import Config, Repository, Result, Run, Shard, as_utc
 from cpci.server.reports import HistoryEntry, HistoryPage
+from cpci.urls import Links
 
 #: Configs per statement of `observations` (SQLite allows 500 terms in a UNION ALL).
 PER_STATEMENT = 100

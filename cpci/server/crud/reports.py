@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 from sqlmodel import Session, col, select
 
+from cpci.schema import BaselineInfo, PullRequestReport, ShardProgress
 from cpci.server.analysis.report import ConfigLeg, ReportInputs, build_report, needs_history
 from cpci.server.analysis.verdicts import ResultView
 from cpci.server.core.config import Settings
@@ -28,9 +29,8 @@ from cpci.server.crud.common import fetch_rows, one_of
 from cpci.server.crud.flaky import evidence_policy, flakiness_policy
 from cpci.server.crud.history import observations
 from cpci.server.crud.runs import MergedRun, config_keys, merge_runs, results_of
-from cpci.server.links import Links
 from cpci.server.models import Repository, Run, Shard
-from cpci.server.reports import BaselineInfo, PullRequestReport, ShardProgress
+from cpci.urls import Links
 
 
 def pull_request_report(

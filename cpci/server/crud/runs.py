@@ -15,12 +15,12 @@ from typing import Any
 
 from sqlmodel import Session, col, select
 
-from cpci.schema import FAILING_OUTCOMES
+from cpci import urls
+from cpci.schema import FAILING_OUTCOMES, RunRef, ShardProgress
 from cpci.server.analysis.infra import infra_signature
 from cpci.server.analysis.verdicts import ResultView, culprit_error, culprit_of, first_message
 from cpci.server.core.errors import NotFound
 from cpci.server.crud.common import chunks, fetch_rows, from_json, one_of
-from cpci.server.links import Links
 from cpci.server.models import (
     EnvironmentFingerprint,
     EnvironmentPublic,
@@ -28,7 +28,8 @@ from cpci.server.models import (
     Run,
     Shard,
 )
-from cpci.server.reports import FailingConfig, RunRef, RunSummary, ShardProgress
+from cpci.server.reports import FailingConfig, RunSummary
+from cpci.urls import Links
 
 #: A shard's place in its run: (matrix leg, shard index).
 ShardKey = tuple[str, int]
@@ -74,7 +75,7 @@ class MergedRun:
             branch=run.branch,
             pull_request=run.pull_request,
             url=links.run(repository, run.ci_run_id, run.ci_attempt),
-            api_url=links.api_run(repository, run.ci_run_id),
+            api_url=urls.api_run_summary(repository, run.ci_run_id),
             shards=self.progress,
         )
 

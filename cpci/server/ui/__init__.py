@@ -13,8 +13,9 @@ from fastapi import FastAPI, Request
 from fastapi.responses import Response
 from starlette.staticfiles import StaticFiles
 
+from cpci import urls
 from cpci.server.core.errors import ApiError
-from cpci.server.ui import landing, urls
+from cpci.server.ui import landing
 from cpci.server.ui.digests import DigestCache
 from cpci.server.ui.routes import render, router
 

@@ -16,6 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
+from cpci import urls
 from cpci.schema import FAILING_OUTCOMES
 from cpci.server.analysis.observations import PASSING_OUTCOMES
 from cpci.server.analysis.signatures import signature
@@ -32,7 +33,6 @@ from cpci.server.models import (
     Shard,
     as_utc,
 )
-from cpci.server.ui import urls
 from cpci.server.ui.digests import pass_rate
 from cpci.server.ui.models import (
     ConfigOverview,

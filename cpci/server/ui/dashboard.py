@@ -15,17 +15,17 @@ from collections import Counter
 
 from sqlmodel import Session, col, func, select
 
+from cpci import urls
 from cpci.github.gate import failing_configs
+from cpci.schema.verdicts import count_text, quick_verdict
 from cpci.server.core.config import Settings
 from cpci.server.crud.flaky import assess_configs
 from cpci.server.crud.reports import pull_request_report
 from cpci.server.crud.runs import MergedRun, config_keys, merge_runs
-from cpci.server.links import Links
 from cpci.server.models import Repository, Result, Run, as_utc
-from cpci.server.ui import urls
 from cpci.server.ui.digests import DigestCache, repository_version
 from cpci.server.ui.models import Dashboard, FlakyRow, PullRow, RunRow, SlowRow
-from cpci.verdict_table import count_text, quick_verdict
+from cpci.urls import Links
 
 TREND_RUNS = 50
 TOP = 10

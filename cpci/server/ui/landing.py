@@ -15,9 +15,9 @@ from fastapi.responses import HTMLResponse
 from sqlalchemy import func
 from sqlmodel import Session, col, select
 
+from cpci import urls
 from cpci.server.api.deps import SessionDep, SettingsDep
 from cpci.server.models import Repository, Run, as_utc
-from cpci.server.ui import urls
 from cpci.server.ui.routes import render
 
 router = APIRouter(include_in_schema=False)

@@ -12,9 +12,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from cpci.github.consistency import ConsistencyResult
+from cpci.schema import PullRequestReport, QuickVerdict, RunRef, ShardProgress
 from cpci.server.models import EnvironmentPublic
-from cpci.server.reports import PullRequestReport, RunRef, ShardProgress
-from cpci.verdict_table import QuickVerdict
 
 
 class RunRow(BaseModel):

@@ -8,9 +8,9 @@ from sqlmodel import Session
 from cpci.server.core.config import Settings
 from cpci.server.crud.github import load_pull_state
 from cpci.server.crud.reports import pull_request_report
-from cpci.server.links import Links
 from cpci.server.models import Repository
 from cpci.server.ui.models import PullPage
+from cpci.urls import Links
 
 
 def pull_page(

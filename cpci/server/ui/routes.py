@@ -12,7 +12,8 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 from sqlmodel import select
 
-from cpci.schema import Outcome
+from cpci import urls
+from cpci.schema import ATTENTION, Outcome
 from cpci.server.api.deps import (
     LinksDep,
     PullNumber,
@@ -21,8 +22,7 @@ from cpci.server.api.deps import (
     SettingsDep,
 )
 from cpci.server.models import Repository
-from cpci.server.reports import ATTENTION
-from cpci.server.ui import plots, urls
+from cpci.server.ui import plots
 from cpci.server.ui.config_page import config_overview
 from cpci.server.ui.dashboard import build_dashboard
 from cpci.server.ui.deps import DigestsDep
@@ -86,7 +86,7 @@ def run(
         query=q, sort=sort, page=page,
     )  # fmt: skip
     return render(
-        request, "run.html", page=model, json_url=urls.api_run(repository.name, ci_run_id)
+        request, "run.html", page=model, json_url=urls.api_run_detail(repository.name, ci_run_id)
     )
 
 
@@ -102,7 +102,7 @@ def pull(
     sections = [(name, getattr(report, _FIELD.get(name, name))) for name in ATTENTION]
     return render(
         request, "pull.html", page=report, sections=sections, consistency=model.consistency,
-        json_url=urls.api_pull(repository.name, number),
+        json_url=urls.api_pull_page(repository.name, number),
     )  # fmt: skip
 
 

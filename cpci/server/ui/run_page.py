@@ -16,10 +16,10 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from sqlmodel import Session, col, func, select
 
+from cpci import urls
 from cpci.server.core.errors import NotFound
 from cpci.server.crud.common import from_json, raw_json
 from cpci.server.crud.runs import MergedRun, merge_runs
-from cpci.server.links import Links
 from cpci.server.models import (
     Config,
     EnvironmentFingerprint,
@@ -30,8 +30,8 @@ from cpci.server.models import (
     Shard,
     as_utc,
 )
-from cpci.server.ui import urls
 from cpci.server.ui.models import ResultRow, RunDetail, RunProvenance, ShardRow, Sort
+from cpci.urls import Links
 
 PER_PAGE = 100
 TIMING_NOTE = (

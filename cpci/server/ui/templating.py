@@ -11,8 +11,8 @@ from datetime import datetime
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from starlette.templating import Jinja2Templates
 
-from cpci import verdict_table
-from cpci.server.ui import urls
+from cpci import urls
+from cpci.schema import verdicts
 
 
 def percent(value: float | None) -> str:
@@ -41,5 +41,5 @@ def make_templates() -> Jinja2Templates:
     )
     env.filters.update(percent=percent, seconds=seconds, when=when)
     env.globals["urls"] = urls
-    env.globals["verdict_info"] = verdict_table.info  # one name, icon and order per verdict
+    env.globals["verdict_info"] = verdicts.info  # one name, icon and order per verdict
     return Jinja2Templates(env=env)

@@ -17,13 +17,13 @@ from cpci.server.api.deps import (
     SessionDep,
     SettingsDep,
 )
-from cpci.server.links import API_PREFIX
 from cpci.server.ui.config_page import config_overview
 from cpci.server.ui.dashboard import build_dashboard
 from cpci.server.ui.deps import DigestsDep
 from cpci.server.ui.models import ConfigOverview, Dashboard, PullPage, RunDetail, Sort
 from cpci.server.ui.pull_page import pull_page
 from cpci.server.ui.run_page import PER_PAGE, run_detail
+from cpci.urls import API_PREFIX
 
 router = APIRouter(prefix=API_PREFIX + "/repos/{owner}/{repo}", tags=["pages"])
 

@@ -8,6 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
+from cpci.schema import PullRequestReport
 from cpci.server.api.deps import (
     LinksDep,
     PrincipalDep,
@@ -23,7 +24,7 @@ from cpci.server.crud.history import config_history
 from cpci.server.crud.reports import pull_request_report
 from cpci.server.crud.repos import bind_github_id, ensure_repository
 from cpci.server.crud.runs import run_summary
-from cpci.server.reports import FlakyList, HistoryPage, PullRequestReport, RunSummary
+from cpci.server.reports import FlakyList, HistoryPage, RunSummary
 
 router = APIRouter(prefix="/repos/{owner}/{repo}", tags=["results"])
 

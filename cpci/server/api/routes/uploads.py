@@ -11,7 +11,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 from starlette.concurrency import run_in_threadpool
 
-from cpci.schema import RunEnvelope
+from cpci import urls
+from cpci.schema import RunEnvelope, ShardProgress
 from cpci.server.api.deps import EngineDep, LinksDep, PrincipalDep, SettingsDep
 from cpci.server.api.payload import parse_envelope, read_limited
 from cpci.server.core.db import writer
@@ -21,10 +22,8 @@ from cpci.server.core.provenance import Provenance, check_upload
 from cpci.server.core.quotas import UploadRate, check_results_per_upload
 from cpci.server.crud.ingest import Ingested, body_sha256, ingest_shard
 from cpci.server.crud.runs import merge_runs
-from cpci.server.links import Links
 from cpci.server.models import Run, utcnow
-from cpci.server.reports import ShardProgress
-from cpci.server.ui import urls
+from cpci.urls import Links
 
 router = APIRouter(prefix="/uploads", tags=["uploads"])
 
@@ -159,6 +158,6 @@ def _receipt(
         leg=envelope.leg,
         results=done.results,
         shards=merged.progress,
-        run_api_url=links.api_run(envelope.repository, envelope.ci_run_id),
+        run_api_url=urls.api_run_summary(envelope.repository, envelope.ci_run_id),
         run_url=urls.run(envelope.repository, envelope.ci_run_id),
     )

@@ -1,0 +1,108 @@
+"""The wire types: every record that crosses from one part of cpci to another.
+
+The runner writes results (`results`), the uploader wraps them in a run envelope (`envelope`),
+the service answers with a PR report (`pull_report`, with `runs` and `flakiness`) whose verdicts
+come from one table (`verdicts`), and the GitHub bot and the Action render that report. All of
+them import these types from here, and this package imports nothing of cpci (pydantic only), so
+none of them needs the service's code or dependencies to read what the service sends.
+"""
+
+from cpci.schema.envelope import RUN_SCHEMA, SUPPORTED_RUN_SCHEMAS, Environment, RunEnvelope
+from cpci.schema.fields import (
+    INT32_MAX,
+    MAX_LEG_LENGTH,
+    MAX_SHARDS,
+    Finite,
+    Identity,
+    JSONScalar,
+    LegName,
+    MetricName,
+    WireModel,
+)
+from cpci.schema.flakiness import (
+    FlakeRecord,
+    FlakeTest,
+    FlakinessAssessment,
+    SameCommitEvidence,
+)
+from cpci.schema.messages import FIRST_LINE_MAX, first_line
+from cpci.schema.pull_report import (
+    BaselineInfo,
+    ConfigVerdict,
+    PullRequestReport,
+    ReportCounts,
+    Shift,
+    ShiftFinding,
+)
+from cpci.schema.results import (
+    FAILING_OUTCOMES,
+    NOT_RUN_OUTCOMES,
+    OUTCOMES,
+    RESULT_SCHEMA,
+    BatchInfo,
+    Isolation,
+    Outcome,
+    RankError,
+    ResultRecord,
+    config_id,
+    read_results,
+)
+from cpci.schema.runs import RunLink, RunRef, ShardProgress
+from cpci.schema.verdicts import (
+    ATTENTION,
+    FAILING,
+    GATING,
+    VERDICTS,
+    QuickVerdict,
+    Verdict,
+    VerdictInfo,
+)
+
+__all__ = [
+    "ATTENTION",
+    "FAILING",
+    "FAILING_OUTCOMES",
+    "FIRST_LINE_MAX",
+    "GATING",
+    "INT32_MAX",
+    "MAX_LEG_LENGTH",
+    "MAX_SHARDS",
+    "NOT_RUN_OUTCOMES",
+    "OUTCOMES",
+    "RESULT_SCHEMA",
+    "RUN_SCHEMA",
+    "SUPPORTED_RUN_SCHEMAS",
+    "VERDICTS",
+    "BaselineInfo",
+    "BatchInfo",
+    "ConfigVerdict",
+    "Environment",
+    "Finite",
+    "FlakeRecord",
+    "FlakeTest",
+    "FlakinessAssessment",
+    "Identity",
+    "Isolation",
+    "JSONScalar",
+    "LegName",
+    "MetricName",
+    "Outcome",
+    "PullRequestReport",
+    "QuickVerdict",
+    "RankError",
+    "ReportCounts",
+    "ResultRecord",
+    "RunEnvelope",
+    "RunLink",
+    "RunRef",
+    "SameCommitEvidence",
+    "ShardProgress",
+    "Shift",
+    "ShiftFinding",
+    "Verdict",
+    "VerdictInfo",
+    "WireModel",
+    "config_id",
+    "first_line",
+    "read_results",
+]

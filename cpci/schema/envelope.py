@@ -1,0 +1,63 @@
+"""One shard's upload: where and when its results were produced, and the results.
+
+The uploader builds a `cpci.run/1` envelope around the runner's results and the service stores
+exactly what validates here; the bounds are the stored columns' (`cpci.schema.fields`).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import Field
+
+from cpci.schema.fields import INT32_MAX, MAX_LEG_LENGTH, MAX_SHARDS, Identity, LegName, WireModel
+from cpci.schema.results import ResultRecord
+
+RUN_SCHEMA = "cpci.run/1"
+SUPPORTED_RUN_SCHEMAS = (RUN_SCHEMA,)
+
+
+class Environment(WireModel):
+    """What the results were produced on; part of a config's identity for flakiness."""
+
+    python: str | None = None
+    torch: str | None = None
+    cuda: str | None = None
+    nccl: str | None = None
+    gpu: str | None = None
+    backend: str | None = None
+    platform: str | None = None
+
+
+class RunEnvelope(WireModel):
+    """One shard's upload: where and when the results were produced, and the results."""
+
+    schema_: Literal["cpci.run/1"] = Field(default="cpci.run/1", alias="schema")
+    repository: str = Field(pattern=r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+    commit: str = Field(pattern=r"^[0-9a-f]{7,64}$")
+    branch: Identity | None = Field(default=None, max_length=255)
+    pull_request: int | None = Field(default=None, le=INT32_MAX, ge=1)
+    base_commit: str | None = Field(default=None, pattern=r"^[0-9a-f]{7,64}$")
+    ci_run_id: Identity = Field(min_length=1, max_length=100)
+    ci_attempt: int = Field(default=1, le=INT32_MAX, ge=1)
+    shard_index: int = Field(default=0, lt=MAX_SHARDS, ge=0)
+    shard_total: int = Field(default=1, le=MAX_SHARDS, ge=1)
+    leg: Identity = Field(
+        default="",
+        max_length=MAX_LEG_LENGTH,
+        description="the matrix leg (e.g. its sorted runner labels): shards of one run on "
+        "different legs are different shards, even with the same index",
+    )
+    legs: list[LegName] = Field(
+        default_factory=list,
+        max_length=100,
+        description="every leg the workflow's matrix declares, so a leg that never uploads is "
+        "missing rather than unknown (empty: the legs seen are all there are)",
+    )
+    runner_name: Identity | None = Field(default=None, max_length=255)
+    runner_labels: list[str] = Field(default_factory=list)
+    environment: Environment = Field(default_factory=Environment)
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    results: list[ResultRecord]

@@ -1,0 +1,99 @@
+"""The PR report: what the service says about a pull request, and what the bot renders.
+
+The GitHub bot, the Action's report mode and the web UI read it, so it is fully typed: verdict
+sections, counts of configs and of results ("configs vs runs"), shard progress, the baseline it
+was compared with, and for every config its stable id, database id and a history link.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from cpci.schema.flakiness import FlakeTest, FlakinessAssessment
+from cpci.schema.runs import RunRef, ShardProgress
+from cpci.schema.verdicts import Verdict
+
+
+class BaselineInfo(BaseModel):
+    """Which base commit the head was compared with, and why that one."""
+
+    requested_commit: str | None
+    used_commit: str | None
+    commits_behind: int | None = Field(description="0 when the base commit itself was used")
+    run: RunRef | None
+    note: str
+
+
+class ConfigVerdict(BaseModel):
+    """One config's verdict at head, the reason for it and the evidence weighed."""
+
+    config: str = Field(description="stable config id: NODEID@WORLD_SIZE")
+    config_pk: int
+    history_url: str
+    verdict: Verdict
+    reason: str
+    head_outcome: str
+    base_outcome: str | None
+    message: str | None = Field(description="first line of the first failing rank's error")
+    ranks: list[int] = Field(default_factory=list, description="the ranks that reported errors")
+    infra_rule: str | None = None
+    flakiness: FlakinessAssessment | None = None
+    evidence: FlakeTest | None = Field(
+        default=None, description="the regression-or-flake numbers, where flakiness was weighed"
+    )
+    leg: str = Field(default="", description="the CI matrix leg it ran on ('' when none)")
+
+
+class Shift(BaseModel):
+    """A number (a duration or a metric) that moved beyond its base history's noise."""
+
+    name: str
+    value: float
+    baseline_median: float
+    baseline_mad: float
+    samples: int
+    change: float
+    relative: float | None
+    direction: Literal["up", "down"]
+
+
+class ShiftFinding(BaseModel):
+    """A config whose duration or metric shifted against the base."""
+
+    config: str
+    config_pk: int
+    history_url: str
+    shift: Shift
+
+
+class ReportCounts(BaseModel):
+    """Configs and results are counted apart: one config may run in several environments."""
+
+    configs: int = Field(description="distinct configs at head")
+    results: int = Field(description="results at head: one config may run in several envs")
+    by_verdict: dict[str, int]
+
+
+class PullRequestReport(BaseModel):
+    """Everything the PR comment, the check run and the PR page show, in one record."""
+
+    repository: str
+    pull_request: int
+    head_commit: str
+    status: Literal["complete", "pending"]
+    summary: str
+    head_runs: list[RunRef]
+    shards: ShardProgress
+    baseline: BaselineInfo
+    counts: ReportCounts
+    new_failures: list[ConfigVerdict] = []
+    broken_at_base: list[ConfigVerdict] = []
+    flaky: list[ConfigVerdict] = []
+    infra: list[ConfigVerdict] = []
+    fixed: list[ConfigVerdict] = []
+    no_baseline: list[ConfigVerdict] = []
+    pending: list[ConfigVerdict] = []
+    duration_regressions: list[ShiftFinding] = []
+    metric_drift: list[ShiftFinding] = []

@@ -1,0 +1,58 @@
+"""How a report points at a CI run: its ids, its links and how many of its shards are in.
+
+A run here is every attempt of one CI run merged (a rerun of failed jobs re-uploads only their
+shards). `RunLink` is the short form that evidence lists carry; `RunRef` the full one a report
+section opens with.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field, computed_field
+
+
+class RunLink(BaseModel):
+    """Enough to find a CI run again: its ids, commit, and a link to it."""
+
+    ci_run_id: str
+    ci_attempt: int
+    commit: str
+    url: str
+
+
+class ShardProgress(BaseModel):
+    """How many of a run's shards were uploaded, per matrix leg where there are legs."""
+
+    reported: int
+    expected: int
+    missing: list[int] = Field(description="shard indexes not uploaded yet (on some leg)")
+    legs: list[str] = Field(
+        default_factory=list, description="matrix legs seen; empty for a run without a matrix"
+    )
+    missing_by_leg: dict[str, list[int]] = Field(
+        default_factory=dict, description="per matrix leg, its shard indexes not uploaded yet"
+    )
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def complete(self) -> bool:
+        return self.reported >= self.expected
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def text(self) -> str:
+        if len(self.legs) > 1:
+            return f"{self.reported}/{self.expected} shards on {len(self.legs)} legs"
+        return f"{self.reported}/{self.expected} shards reported"
+
+
+class RunRef(BaseModel):
+    """A CI run (all its attempts merged: a rerun of failed jobs re-uploads only their shards)."""
+
+    ci_run_id: str
+    ci_attempt: int = Field(description="the latest attempt")
+    commit: str
+    branch: str | None
+    pull_request: int | None
+    url: str
+    api_url: str
+    shards: ShardProgress

@@ -1,0 +1,130 @@
+"""Every URL cpci hands out or calls, in one map: UI pages, their JSON twins, the API the
+uploader and the Action call, and the CI run pages on GitHub.
+
+The service routes and links with it, the GitHub bot and the Action link the PR page with it,
+the uploader calls the API with it, so a path is spelled once. It imports nothing (the standard
+library only): a client that only links or uploads never loads the service. The UI's shapes are a
+contract (the PR comment links here): change them only with redirects. Every part taken from a
+caller is one quoted path segment, so a repository or run id can never add a segment of its own;
+config ids hold `/`, `::` and `[...]`, so they travel as a query parameter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import quote, urlencode
+
+API_PREFIX = "/api/v1"
+UI_PREFIX = "/ui"
+#: POST a `cpci.run/1` envelope; answers a receipt (stored or duplicate).
+API_UPLOADS = f"{API_PREFIX}/uploads"
+
+
+def segment(value: str) -> str | None:
+    """`value` as one URL path segment, or None where no quoting can keep it one: empty, or
+    only dots (`.`, `..`; WHATWG URLs resolve `%2e%2e` as `..` too)."""
+    if not value.strip("."):
+        return None
+    return quote(value, safe="")
+
+
+def _repo(repository: str) -> str:
+    owner, _, name = repository.partition("/")
+    return f"{quote(owner, safe='')}/{quote(name, safe='')}"
+
+
+# The web UI's pages.
+
+
+def static(path: str) -> str:
+    return f"{UI_PREFIX}/static/{path}" if path else f"{UI_PREFIX}/static"
+
+
+def index() -> str:
+    return f"{UI_PREFIX}/"
+
+
+def dashboard(repository: str, branch: str | None = None) -> str:
+    query = f"?{urlencode({'branch': branch})}" if branch else ""
+    return f"{UI_PREFIX}/{_repo(repository)}{query}"
+
+
+def config(repository: str, key: str) -> str:
+    """The config's page: its history, what a person following a link wants to see."""
+    return f"{UI_PREFIX}/{_repo(repository)}/config?{urlencode({'config': key})}"
+
+
+def run(repository: str, ci_run_id: str) -> str:
+    return f"{UI_PREFIX}/{_repo(repository)}/runs/{quote(ci_run_id, safe='')}"
+
+
+def pull(repository: str, number: int) -> str:
+    return f"{UI_PREFIX}/{_repo(repository)}/pulls/{int(number)}"
+
+
+# Each page's JSON twin in the API (what the page shows, as data).
+
+
+def api_dashboard(repository: str) -> str:
+    return f"{api_repo(repository)}/dashboard"
+
+
+def api_config(repository: str, key: str) -> str:
+    return f"{api_repo(repository)}/config?{urlencode({'config': key})}"
+
+
+def api_run_detail(repository: str, ci_run_id: str) -> str:
+    """The run page's twin: shards, worlds, timings and every result."""
+    return f"{api_repo(repository)}/runs/{quote(ci_run_id, safe='')}/detail"
+
+
+def api_pull_page(repository: str, number: int) -> str:
+    """The PR page's twin: the report and its file-consistency findings."""
+    return f"{api_repo(repository)}/pulls/{int(number)}/page"
+
+
+# The API's resources.
+
+
+def api_repo(repository: str) -> str:
+    """`/api/v1/repos/OWNER/NAME` for `OWNER/NAME`, each half quoted."""
+    return f"{API_PREFIX}/repos/{_repo(repository)}"
+
+
+def api_run_summary(repository: str, ci_run_id: str) -> str:
+    """A CI run's summary: shards reported, outcomes, failing configs."""
+    return f"{api_repo(repository)}/runs/{quote(ci_run_id, safe='')}"
+
+
+def api_commits(repository: str) -> str:
+    """POST first-parent links (commit, parent) of the repository's history."""
+    return f"{api_repo(repository)}/commits"
+
+
+def api_pull_report(repository: str, number: int) -> str:
+    """GET the pull request's report (404 until something was uploaded for it)."""
+    return f"{api_repo(repository)}/pulls/{int(number)}/report"
+
+
+@dataclass(frozen=True)
+class Links:
+    """The links that depend on the service's settings: CI runs live on its GitHub instance."""
+
+    github_url: str = "https://github.com"
+
+    def run(self, repository: str, ci_run_id: str, attempt: int) -> str:
+        """The run's page on GitHub. Every part is one quoted path segment, so an uploaded
+        `ci_run_id` such as `../../settings` can never lead out of `/actions/runs/`; a part that
+        is only dots (which browsers resolve as `..`) links to the repository's Actions tab."""
+        base = self.github_url.rstrip("/")
+        owner, _, name = repository.partition("/")
+        parts = [segment(owner), segment(name)]
+        if None in parts:
+            return f"{base}/"
+        actions = f"{base}/{parts[0]}/{parts[1]}/actions"
+        run = segment(ci_run_id)
+        return f"{actions}/runs/{run}/attempts/{int(attempt)}" if run else actions
+
+    def history(self, repository: str, key: str) -> str:
+        """Where a config's history link leads: its page in the web UI."""
+        return config(repository, key)
