@@ -68,6 +68,12 @@ class ActionSettings(BaseModel):
             )
         if self.mode == "report" and not self.server_url:
             raise ValueError("mode report needs server-url (the PR report comes from the service)")
+        if self.mode == "report" and not self.github_token:
+            raise ValueError(
+                "mode report needs github-token to comment and create the check run: leave it "
+                "at its default `${{ github.token }}` with `permissions: pull-requests: write, "
+                "checks: write`"
+            )
         return self
 
     def upload_settings(self) -> UploadSettings:
