@@ -1,13 +1,25 @@
-"""The shared result records: validated on read, a torn last line tolerated, nothing else."""
+"""The wire types: result records validated on read (a torn last line tolerated, nothing else),
+one public surface for every part of cpci, and one first line of a message."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from pydantic import ValidationError
 
-from cpci.schema import ResultRecord, config_id, read_results
+import cpci.schema
+from cpci.schema import (
+    FIRST_LINE_MAX,
+    PullRequestReport,
+    ResultRecord,
+    RunEnvelope,
+    config_id,
+    first_line,
+    read_results,
+)
+from tests.github.reports import report, verdict
 
 
 def record(nodeid: str = "t.py::test[1]") -> ResultRecord:
@@ -40,8 +52,9 @@ def test_unknown_outcomes_and_fields_are_rejected() -> None:
     with pytest.raises(ValidationError):
         ResultRecord(nodeid="t", world_size=2, outcome="sort-of", duration_s=1)  # type: ignore[arg-type]
     with pytest.raises(ValidationError):
-        ResultRecord.model_validate({"nodeid": "t", "world_size": 2, "outcome": "passed",
-                                     "duration_s": 1, "surprise": 1})  # fmt: skip
+        ResultRecord.model_validate(
+            {"nodeid": "t", "world_size": 2, "outcome": "passed", "duration_s": 1, "surprise": 1}
+        )
 
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
@@ -50,3 +63,45 @@ def test_metrics_and_durations_must_be_finite(bad: float) -> None:
         ResultRecord(nodeid="t", world_size=2, outcome="passed", duration_s=1, metrics={"e": bad})
     with pytest.raises(ValidationError):
         ResultRecord(nodeid="t", world_size=2, outcome="passed", duration_s=bad)
+
+
+def test_the_package_offers_exactly_what_it_names() -> None:
+    """`from cpci.schema import X` is the one way in: every public name is in `__all__`."""
+    public = {
+        name
+        for name, value in vars(cpci.schema).items()
+        if not name.startswith("_") and not isinstance(value, ModuleType)
+    }
+    assert sorted(cpci.schema.__all__) == sorted(public)
+
+
+def test_an_envelope_keeps_its_wire_shape() -> None:
+    body = {"repository": "acme/attn", "commit": "a" * 40, "ci_run_id": "1", "results": []}
+    envelope = RunEnvelope.model_validate(body)
+    assert envelope.model_dump(by_alias=True)["schema"] == "cpci.run/1"
+    assert RunEnvelope.model_json_schema()["$defs"].keys() >= {"ResultRecord", "Environment"}
+
+
+def test_a_pull_request_report_survives_its_json() -> None:
+    sent = report(new_failures=[verdict("p2p")], flaky=[verdict("a2a", "flaky")])
+    assert PullRequestReport.model_validate_json(sent.model_dump_json()) == sent
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("", ""),
+        ("  \n\t\n", ""),
+        ("\n\n  AssertionError: 3e-2 > 1e-3  \nTraceback ...", "AssertionError: 3e-2 > 1e-3"),
+        ("one line", "one line"),
+    ],
+)
+def test_first_line_of_a_message(text: str, expected: str) -> None:
+    assert first_line(text) == expected
+
+
+def test_first_line_is_cut_to_its_limit_unless_told_not_to() -> None:
+    long = "x" * (FIRST_LINE_MAX + 50) + "\nsecond"
+    assert first_line(long) == "x" * FIRST_LINE_MAX
+    assert first_line(long, limit=10) == "x" * 10
+    assert first_line(long, limit=None) == "x" * (FIRST_LINE_MAX + 50)

@@ -10,7 +10,10 @@ from __future__ import annotations
 FIRST_LINE_MAX = 300
 
 
-def first_line(text: str, limit: int = FIRST_LINE_MAX) -> str:
-    """The first non-blank line of `text`, stripped and cut to `limit` ("" for blank text)."""
+def first_line(text: str, limit: int | None = FIRST_LINE_MAX) -> str:
+    """The first non-blank line of `text`, stripped and cut to `limit` ("" for blank text).
+
+    `limit=None` keeps the whole line, for a caller that clips it its own way (with an ellipsis).
+    """
     stripped = text.strip()
     return stripped.splitlines()[0].strip()[:limit] if stripped else ""

@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
 
-from cpci.schema import Outcome, RankError, ResultRecord
+from cpci.schema import Outcome, RankError, ResultRecord, first_line
 from cpci.upload.errors import JUnitError
 
 _FAILURES = {"error": "error", "failure": "failed"}
@@ -109,7 +109,7 @@ def _outcome(case: ET.Element) -> tuple[Outcome, list[RankError], bool]:
 
 def _error(element: ET.Element, tag: str) -> RankError:
     text = (element.text or "").strip()
-    message = (element.get("message") or "").strip() or (text.splitlines()[0] if text else "")
+    message = (element.get("message") or "").strip() or first_line(text, limit=None)
     kind = element.get("type")
     if not message:
         message = kind or tag

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from cpci.schema import first_line
+
 MAX_LENGTH = 200
 
 _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
@@ -24,7 +26,7 @@ _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
 
 def signature(message: str) -> str:
     """The first line of `message` with its run-specific parts replaced by placeholders."""
-    text = message.strip().splitlines()[0] if message.strip() else ""
+    text = first_line(message, limit=None)
     for pattern, replacement in _RULES:
         text = pattern.sub(replacement, text)
     text = text.strip()

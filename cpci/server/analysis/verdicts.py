@@ -29,6 +29,7 @@ from cpci.schema import (
     FlakeRecord,
     FlakeTest,
     FlakinessAssessment,
+    first_line,
 )
 from cpci.server.analysis.evidence import EvidencePolicy, flake_test
 from cpci.server.analysis.infra import PEER_LOST, infra_signature
@@ -119,7 +120,7 @@ def first_message(results: Sequence[ResultView]) -> str | None:
     for r in results:
         for m in (r.culprit, *r.messages):
             if m:
-                return m.splitlines()[0][:300]
+                return first_line(m)
     return None
 
 
@@ -251,7 +252,7 @@ def _not_run(head: Sequence[ResultView]) -> Decision:
     never = [r for r in head if r.outcome in NOT_RUN_OUTCOMES]
     texts = [t for r in never for t in (*r.messages, r.culprit) if t.strip()]
     why = next((t for t in texts if t.lower().startswith("not run")), texts[0] if texts else "")
-    why = why.splitlines()[0].strip() if why.strip() else "no reason given"
+    why = first_line(why, limit=None) or "no reason given"
     why = _clip(re.sub(r"^not run:\s*", "", why, flags=re.IGNORECASE))
     return Decision("infra", f"not run: {why}", "not-run")
 

@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from sqlmodel import Session, col, func, select
 
 from cpci import urls
+from cpci.schema import first_line
 from cpci.server.core.errors import NotFound
 from cpci.server.crud.common import from_json, raw_json
 from cpci.server.crud.runs import MergedRun, merge_runs
@@ -199,9 +200,9 @@ def _shards(session: Session, merged: MergedRun) -> list[ShardRow]:
 
 def _first_message(errors: list[dict[str, object]] | None) -> str | None:
     for e in errors or ():
-        text = str(e.get("message", "")).strip()
+        text = first_line(str(e.get("message", "")))
         if text:
-            return text.splitlines()[0][:300]
+            return text
     return None
 
 
