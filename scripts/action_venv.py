@@ -51,17 +51,18 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 def runner_site_dirs() -> list[str]:
     """This Python's site-packages folders, found without running the `site` module (under
-    `-S`): the venv's when it is one (Python 3.10 sets `sys.prefix` for a venv in `site`, so
-    `pyvenv.cfg` is looked for here), else the installation's and the user's."""
-    prefix = sys.prefix
+    `-S`): a venv's own (Python 3.10 sets `sys.prefix` for a venv in `site`, so `pyvenv.cfg`
+    is looked for here) and, if it includes them, its base's; else the installation's (Debian's
+    dist-packages too) and the user's."""
     cfg = Path(sys.executable).parent.parent / "pyvenv.cfg"
-    in_venv = sys.prefix != sys.base_prefix or cfg.is_file()
-    if in_venv:
-        prefix = str(cfg.parent) if cfg.is_file() else sys.prefix
-    paths = sysconfig.get_paths(vars={"base": prefix, "platbase": prefix})
-    dirs = [paths["purelib"], paths["platlib"]]
-    if not in_venv:
-        dirs.append(site.getusersitepackages())
+    if not cfg.is_file():
+        dirs = [*site.getsitepackages(), site.getusersitepackages()]
+    else:
+        prefix = str(cfg.parent)
+        paths = sysconfig.get_paths(vars={"base": prefix, "platbase": prefix})
+        dirs = [paths["purelib"], paths["platlib"]]
+        if re.search(r"^include-system-site-packages\s*=\s*true", cfg.read_text(), re.M | re.I):
+            dirs += site.getsitepackages([sys.base_prefix])
     return [d for d in dict.fromkeys(dirs) if Path(d).is_dir()]
 
 
