@@ -138,9 +138,12 @@ def upload(server: str, token: str, commit: Commit, shard: int, results: Path, s
 def pr_comment(server: str) -> str:
     from cpci.github.comment import CommentOptions, render
     from cpci.schema import PullRequestReport
+    from cpci.upload.service_client import ServiceClient
 
-    url = f"{server}/api/v1/repos/{REPOSITORY}/pulls/{PR_NUMBER}/report"
-    report = PullRequestReport.model_validate(httpx.get(url, timeout=60).json())
+    body = ServiceClient(server, None).pull_report(REPOSITORY, PR_NUMBER)
+    if body is None:
+        raise RuntimeError(f"the service has no report for {REPOSITORY}#{PR_NUMBER}")
+    report = PullRequestReport.model_validate(body)
     return render(report, None, CommentOptions(service_url=server), repository=REPOSITORY,
                   pull_request=PR_NUMBER)  # fmt: skip
 
