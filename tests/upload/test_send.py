@@ -14,7 +14,7 @@ import pytest
 from cpci.cli import main
 from cpci.upload.errors import UploadFailed
 from cpci.upload.retry import Backoff
-from cpci.upload.send import deliver
+from cpci.upload.send import Delivered, deliver
 from cpci.upload.spool import Binding, Spool
 from tests.live_server import loopback_socket
 from tests.upload.support import (
@@ -52,17 +52,25 @@ def token() -> str:
     return "t"
 
 
+def send(
+    spool: Spool,
+    run: str,
+    statuses: list[int | None],
+    seen: list[str] | None = None,
+    waits: list[float] | None = None,
+) -> Delivered:
+    """`deliver` of run `run` to a service answering `statuses` in order (see `scripted`)."""
+    transport = scripted(statuses, [] if seen is None else seen)
+    retry = backoff([] if waits is None else waits)
+    return deliver(
+        "http://cpci", token, envelope(run), spool=spool, backoff=retry, transport=transport
+    )
+
+
 def test_5xx_is_retried_with_growing_backoff(tmp_path: Path) -> None:
     seen: list[str] = []
     waits: list[float] = []
-    done = deliver(
-        "http://cpci",
-        token,
-        envelope(),
-        spool=Spool(tmp_path),
-        backoff=backoff(waits),
-        transport=scripted([503, 502, 201], seen),
-    )
+    done = send(Spool(tmp_path), "1", [503, 502, 201], seen=seen, waits=waits)
     assert done.receipt is not None
     assert waits == [1.0, 2.0]
     assert seen == ["1", "1", "1"]
@@ -71,14 +79,7 @@ def test_5xx_is_retried_with_growing_backoff(tmp_path: Path) -> None:
 def test_a_refusal_a_retry_cannot_fix_is_raised_and_not_spooled(tmp_path: Path) -> None:
     waits: list[float] = []
     with pytest.raises(UploadFailed, match="answered 422"):
-        deliver(
-            "http://cpci",
-            token,
-            envelope(),
-            spool=Spool(tmp_path),
-            backoff=backoff(waits),
-            transport=scripted([422], []),
-        )
+        send(Spool(tmp_path), "1", [422], waits=waits)
     assert waits == []
     assert Spool(tmp_path).pending() == []
 
@@ -86,14 +87,7 @@ def test_a_refusal_a_retry_cannot_fix_is_raised_and_not_spooled(tmp_path: Path) 
 def test_spooled_while_down_then_flushed_first_by_the_next_upload(tmp_path: Path) -> None:
     spool = Spool(tmp_path)
     seen: list[str] = []
-    down = deliver(
-        "http://cpci",
-        token,
-        envelope("1"),
-        spool=spool,
-        backoff=backoff([]),
-        transport=scripted([None, None, 503], seen),
-    )
+    down = send(spool, "1", [None, None, 503], seen=seen)
     assert down.receipt is None
     assert down.spooled is not None
     assert [s.envelope.ci_run_id for s in spool.pending()] == ["1"]
@@ -101,14 +95,7 @@ def test_spooled_while_down_then_flushed_first_by_the_next_upload(tmp_path: Path
     spool.put(Binding("http://cpci", REPO), envelope("1"))
     assert len(spool.pending()) == 1
     seen.clear()
-    up = deliver(
-        "http://cpci",
-        token,
-        envelope("2"),
-        spool=spool,
-        backoff=backoff([]),
-        transport=scripted([201, 201], seen),
-    )
+    up = send(spool, "2", [201, 201], seen=seen)
     assert seen == ["1", "2"]  # the spooled one first
     assert up.receipt is not None
     assert len(up.flushed) == 1
@@ -118,17 +105,10 @@ def test_spooled_while_down_then_flushed_first_by_the_next_upload(tmp_path: Path
 def test_a_spooled_upload_refused_for_good_is_set_aside_not_deleted(tmp_path: Path) -> None:
     spool = Spool(tmp_path)
     spool.put(Binding("http://cpci", REPO), envelope("1"))
-    up = deliver(
-        "http://cpci",
-        token,
-        envelope("2"),
-        spool=spool,
-        backoff=backoff([]),
-        transport=scripted([409, 201], []),
-    )
+    up = send(spool, "2", [409, 201])
     assert up.receipt is not None
     assert len(up.rejected) == 1
-    assert (tmp_path / "rejected").glob("upload-*.json")
+    assert len(list((tmp_path / "rejected").glob("upload-*.json"))) == 1
     reasons = list((tmp_path / "rejected").glob("*.reason.txt"))
     assert "answered 409" in reasons[0].read_text()
 
