@@ -203,8 +203,8 @@ def seed_history(url: str, total: int) -> None:
         run_ids = [row[0] for row in conn.exec_driver_sql(
             f"SELECT id FROM run WHERE repository_id={repo} ORDER BY id")]  # fmt: skip
         many(
-            "INSERT INTO shard (run_id, leg, shard_index, body_sha256, environment_id, result_count, "
-            "uploaded_at) VALUES (?, '', 0, 'x', ?, ?, CURRENT_TIMESTAMP)",
+            "INSERT INTO shard (run_id, leg, shard_index, body_sha256, environment_id, "
+            "result_count, uploaded_at) VALUES (?, '', 0, 'x', ?, ?, CURRENT_TIMESTAMP)",
             [(r, env, configs) for r in run_ids],
         )
         shard_of = dict(conn.exec_driver_sql(
