@@ -28,7 +28,7 @@ from cpci.server.core.config import Settings
 from cpci.server.core.errors import NotFound
 from cpci.server.crud import github as state
 from cpci.server.crud.github import QueuedDelivery
-from cpci.server.crud.reports import pull_request_report
+from cpci.server.crud.pull_report import pull_request_report
 from cpci.server.models import Repository
 from cpci.urls import Links
 

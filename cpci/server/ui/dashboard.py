@@ -20,7 +20,7 @@ from cpci.github.gate import failing_configs
 from cpci.schema.verdicts import count_text, quick_verdict
 from cpci.server.core.config import Settings
 from cpci.server.crud.flaky import assess_configs
-from cpci.server.crud.reports import pull_request_report
+from cpci.server.crud.pull_report import pull_request_report
 from cpci.server.crud.runs import MergedRun, config_keys, merge_runs
 from cpci.server.models import Repository, Result, Run, as_utc
 from cpci.server.ui.digests import DigestCache, repository_version

@@ -7,7 +7,7 @@ from sqlmodel import Session
 
 from cpci.server.core.config import Settings
 from cpci.server.crud.github import load_pull_state
-from cpci.server.crud.reports import pull_request_report
+from cpci.server.crud.pull_report import pull_request_report
 from cpci.server.models import Repository
 from cpci.server.ui.models import PullPage
 from cpci.urls import Links

@@ -21,7 +21,7 @@ from cpci.server.core.provenance import check_ancestry
 from cpci.server.crud.commits import record_parents
 from cpci.server.crud.flaky import flaky_configs
 from cpci.server.crud.history import config_history
-from cpci.server.crud.reports import pull_request_report
+from cpci.server.crud.pull_report import pull_request_report
 from cpci.server.crud.repos import bind_github_id, ensure_repository
 from cpci.server.crud.runs import run_summary
 from cpci.server.reports import FlakyList, HistoryPage, RunSummary

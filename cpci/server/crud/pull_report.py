@@ -1,0 +1,198 @@
+"""Load what a PR report needs, then hand it to the pure builder in `analysis.pull_report`.
+
+Head: the newest commit the PR uploaded results for, every CI run on it merged by attempt.
+Baseline: the PR's base commit, or failing that its nearest first-parent ancestor with results.
+Timings are compared with the last few runs of the baseline's branch, not one noisy run.
+Both are read by shard ids through `crud.cache`: every PR on the same base shares them.
+
+Evidence has provenance: the baseline, the timings and the history windows come from trusted
+branch runs only (`pull_request IS NULL`), plus this PR's own earlier runs for its history;
+another PR's runs never count. Results are split by CI matrix leg, so each leg is judged
+against the base's same leg.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+
+from sqlmodel import Session, col, select
+
+from cpci.schema import BaselineInfo, PullRequestReport, ShardProgress
+from cpci.server.analysis.pull_report import ConfigLeg, ReportInputs, build_report, needs_history
+from cpci.server.analysis.verdicts import ResultView
+from cpci.server.core.config import Settings
+from cpci.server.core.errors import NotFound
+from cpci.server.crud.cache import shard_cache
+from cpci.server.crud.commits import ancestors
+from cpci.server.crud.common import fetch_rows, one_of
+from cpci.server.crud.flaky import evidence_policy, flakiness_policy
+from cpci.server.crud.history import observations
+from cpci.server.crud.runs import MergedRun, config_keys, merge_runs, results_of
+from cpci.server.models import Repository, Run, Shard
+from cpci.urls import Links
+
+
+def pull_request_report(
+    *, session: Session, repo: Repository, number: int, settings: Settings, links: Links
+) -> PullRequestReport:
+    latest = session.exec(
+        select(Run)
+        .where(Run.repository_id == repo.id, Run.pull_request == number)
+        .order_by(col(Run.id).desc())
+        .limit(1)
+    ).first()
+    if latest is None:
+        raise NotFound(f"no results for pull request #{number} of {repo.name} yet")
+    head_runs = merge_runs(
+        session=session,
+        runs=session.exec(
+            select(Run).where(
+                Run.repository_id == repo.id,
+                Run.pull_request == number,
+                Run.commit == latest.commit,
+            )
+        ).all(),
+    )
+    head = _by_leg(session, [s for m in head_runs for s in m.uploads])
+    baseline, base_run = _baseline(
+        session, repo, latest.base_commit, settings.ancestor_depth, links
+    )
+    base = None
+    if base_run is not None:
+        uploads = base_run.uploads
+        base = shard_cache(session).get(
+            "results_by_leg",
+            (s.id for s in uploads if s.id is not None),
+            lambda: _by_leg(session, uploads),
+        )
+    failing = sorted({at.pk for at, rs in head.items() if needs_history(rs)})
+    inputs = ReportInputs(
+        repository=repo.name,
+        pull_request=number,
+        head_commit=latest.commit,
+        head_runs=[m.ref(repo.name, links) for m in head_runs],
+        shards=_progress(head_runs),
+        baseline=baseline,
+        configs=config_keys(session=session, ids={at.pk for at in head}),
+        head=head,
+        base=base,
+        histories=observations(
+            session=session,
+            repo_name=repo.name,
+            config_ids=failing,
+            window=settings.flaky_window,
+            links=links,
+            exclude_commit=latest.commit,
+            pull_request=number,
+        ),
+        base_samples=_base_samples(session, base_run, settings.baseline_runs) if base_run else {},
+        history_url=lambda key: links.history(repo.name, key),
+    )
+    return build_report(inputs, flakiness_policy(settings), evidence_policy(settings))
+
+
+def _by_leg(session: Session, shards: Sequence[Shard]) -> dict[ConfigLeg, list[ResultView]]:
+    """Results by config and CI matrix leg (one query per leg: most runs have one)."""
+    out: dict[ConfigLeg, list[ResultView]] = {}
+    legs = sorted({s.leg for s in shards})
+    for leg in legs:
+        results = results_of(session=session, shards=[s for s in shards if s.leg == leg])
+        out.update((ConfigLeg(pk, leg), rs) for pk, rs in results.items())
+    return out
+
+
+def _progress(runs: Sequence[MergedRun]) -> ShardProgress:
+    parts = [m.progress for m in runs]
+    missing = sorted({i for p in parts for i in p.missing})
+    return ShardProgress(
+        reported=sum(p.reported for p in parts),
+        expected=sum(p.expected for p in parts),
+        missing=missing,
+    )
+
+
+def _baseline(
+    session: Session, repo: Repository, base: str | None, depth: int, links: Links
+) -> tuple[BaselineInfo, MergedRun | None]:
+    if base is None:
+        note = "the upload named no base commit, so there is nothing to compare with"
+        return BaselineInfo(
+            requested_commit=None, used_commit=None, commits_behind=None, run=None, note=note
+        ), None
+    assert repo.id is not None
+    candidates = [base, *ancestors(session=session, repo_id=repo.id, commit=base, depth=depth)]
+    for behind, commit in enumerate(candidates):
+        runs = session.exec(
+            select(Run).where(
+                Run.repository_id == repo.id,
+                Run.commit == commit,
+                col(Run.pull_request).is_(None),  # trusted branch runs only
+            )
+        ).all()
+        complete = [m for m in merge_runs(session=session, runs=runs) if m.progress.complete]
+        if complete:
+            chosen = complete[0]
+            note = (
+                f"base {base[:12]}"
+                if behind == 0
+                else f"no results at base {base[:12]}; used ancestor {commit[:12]}, "
+                f"{behind} commit(s) behind"
+            )
+            info = BaselineInfo(
+                requested_commit=base,
+                used_commit=commit,
+                commits_behind=behind,
+                run=chosen.ref(repo.name, links),
+                note=note,
+            )
+            return info, chosen
+    searched = len(candidates) - 1
+    note = (
+        f"no complete run at base {base[:12]} nor any of the {searched} known ancestor(s)"
+        if searched
+        else f"no complete run at base {base[:12]} and no known ancestors of it"
+    )
+    info = BaselineInfo(
+        requested_commit=base, used_commit=None, commits_behind=None, run=None, note=note
+    )
+    return info, None
+
+
+def _base_samples(session: Session, base: MergedRun, count: int) -> dict[ConfigLeg, list[float]]:
+    """Passing results of the last `count` branch runs up to the baseline run, for timings
+    (which are noisy, so one base run is not enough; metrics are compared with the base run),
+    per config and matrix leg: an A100 is not timed against an H100."""
+    run = base.latest
+    query = select(Run.id).where(
+        Run.repository_id == run.repository_id, col(Run.pull_request).is_(None)
+    )
+    if run.branch is not None:
+        query = query.where(Run.branch == run.branch, col(Run.id) <= run.id)
+    else:
+        query = query.where(Run.commit == run.commit)
+    run_ids = session.exec(query.order_by(col(Run.id).desc()).limit(count)).all()
+    if not run_ids:
+        return {}
+    member, values = one_of(session, run_ids)
+    shards = fetch_rows(session, f"SELECT id FROM shard WHERE run_id{member}", values)
+    shard_ids = [pk for (pk,) in shards]
+    return shard_cache(session).get(
+        "passed_durations_by_leg", shard_ids, lambda: _passed_durations(session, shard_ids)
+    )
+
+
+def _passed_durations(session: Session, shard_ids: list[int]) -> dict[ConfigLeg, list[float]]:
+    if not shard_ids:
+        return {}
+    out: dict[ConfigLeg, list[float]] = defaultdict(list)
+    member, values = one_of(session, shard_ids)
+    rows = fetch_rows(
+        session,
+        "SELECT r.config_id, s.leg, r.duration_s FROM result r JOIN shard s ON s.id = r.shard_id "
+        f"WHERE r.shard_id{member} AND r.outcome = 'passed'",
+        values,
+    )
+    for config_id, leg, duration in rows:
+        out[ConfigLeg(config_id, leg)].append(duration)
+    return dict(out)  # shared through the cache: a defaultdict would grow on lookups
