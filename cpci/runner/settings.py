@@ -8,7 +8,6 @@ has the setting, e.g. `timeout`). A bad value is a usage error that names where 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any, Literal, get_args
 import pytest
 
 from cpci.runner.protocol import Backend
+from cpci.shard_spec import parse_shard
 
 #: What `--cpci-backend` takes: a backend, or `auto` (nccl where CUDA is present, else gloo).
 BackendSetting = Literal["auto", Backend]
@@ -54,16 +54,6 @@ def _backend(text: str) -> BackendSetting:
         if text == choice:
             return choice
     raise ValueError(f"must be one of {', '.join(BACKEND_SETTINGS)}")
-
-
-def _shard(text: str) -> tuple[int, int]:
-    match = re.fullmatch(r"(\d+)/(\d+)", text.strip())
-    if not match:
-        raise ValueError("must look like INDEX/TOTAL, e.g. 0/4 (INDEX counts from 0)")
-    index, total = int(match[1]), int(match[2])
-    if total < 1 or index >= total:
-        raise ValueError(f"needs 0 <= INDEX < TOTAL, got {index}/{total}")
-    return index, total
 
 
 @dataclass(frozen=True)
@@ -153,7 +143,7 @@ OPTIONS: tuple[Option, ...] = (
         "shard",
         "--cpci-shard",
         "run only shard INDEX of TOTAL, balanced by recorded durations",
-        _shard,
+        parse_shard,
         None,
         env="CPCI_SHARD",
         metavar="INDEX/TOTAL",

@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+from cpci.pids import is_alive
 from cpci.runner.rank_exit import RankExit
 from cpci.runner.world_dir import WorldDir
 
@@ -31,7 +32,7 @@ def _wait_child_or_owner(child: subprocess.Popen[bytes], owner_pid: int) -> bool
             try:
                 child.wait(timeout=1.0)
             except subprocess.TimeoutExpired:
-                if not _alive(owner_pid):
+                if not is_alive(owner_pid):
                     return False
         return True
     try:
@@ -44,16 +45,6 @@ def _wait_child_or_owner(child: subprocess.Popen[bytes], owner_pid: int) -> bool
     finally:
         os.close(child_fd)
         os.close(owner_fd)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def main() -> None:

@@ -53,7 +53,11 @@ def test_precedence_cli_env_ini(
             "(from environment variable CP_TEST_BATCH_SIZE)",
         ),
         (("--cpci-timeout=-1",), {}, "--cpci-timeout must be > 0, got '-1'"),
-        (("--cpci-shard=2/2",), {}, "--cpci-shard needs 0 <= INDEX < TOTAL, got 2/2"),
+        (
+            ("--cpci-shard=2/2",),
+            {},
+            "--cpci-shard needs 0 <= INDEX < TOTAL in INDEX/TOTAL, got '2/2' (from --cpci-shard)",
+        ),
         (("--cpci-backend=mpi",), {}, "--cpci-backend must be one of auto, gloo, nccl"),
         (("--cpci-reruns=-1",), {}, "--cpci-reruns must be >= 0, got '-1' (from --cpci-reruns)"),
         (
