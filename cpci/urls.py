@@ -62,6 +62,12 @@ def pull(repository: str, number: int) -> str:
     return f"{UI_PREFIX}/{_repo(repository)}/pulls/{int(number)}"
 
 
+def pull_section(repository: str, number: int, section: str, offset: int = 0) -> str:
+    """One page of a PR report's section (the items past the PR page's cap)."""
+    name = quote(section, safe="")
+    return f"{pull(repository, number)}/sections/{name}?{urlencode({'offset': int(offset)})}"
+
+
 # Each page's JSON twin in the API (what the page shows, as data).
 
 
@@ -104,6 +110,13 @@ def api_commits(repository: str) -> str:
 def api_pull_report(repository: str, number: int) -> str:
     """GET the pull request's report (404 until something was uploaded for it)."""
     return f"{api_repo(repository)}/pulls/{int(number)}/report"
+
+
+def api_pull_report_section(repository: str, number: int, section: str, offset: int = 0) -> str:
+    """GET one page of a section of the pull request's report (`next_offset` pages on)."""
+    name = quote(section, safe="")
+    query = urlencode({"offset": int(offset)})
+    return f"{api_pull_report(repository, number)}/{name}?{query}"
 
 
 @dataclass(frozen=True)

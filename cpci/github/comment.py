@@ -79,7 +79,7 @@ def _render(
 ) -> str:
     parts = [marker_line(verdict), _headline(report, consistency, verdict)]
     if report is not None:
-        parts.append(_scope(report))
+        parts += [storm_line(report), _scope(report)]
         parts += [
             _section(
                 v.heading,
@@ -89,15 +89,30 @@ def _render(
                 full,
                 _LINES[v.name],
                 open_=v.gates,
+                total=report.total(v.field),
             )
             for v in VERDICTS
             if v.attention and v.name != "pending"
         ]
         parts += [
             _section(
-                "🐢 Slower than base", report.duration_regressions, options, cap, full, _shift
+                "🐢 Slower than base",
+                report.duration_regressions,
+                options,
+                cap,
+                full,
+                _shift,
+                total=report.total("duration_regressions"),
             ),
-            _section("📈 Numeric drift", report.metric_drift, options, cap, full, _shift),
+            _section(
+                "📈 Numeric drift",
+                report.metric_drift,
+                options,
+                cap,
+                full,
+                _shift,
+                total=report.total("metric_drift"),
+            ),
         ]
     if consistency is not None and consistency.error:
         parts.append(f"⚠️ File-consistency rules not checked: {md.code(consistency.error, 500)}")
@@ -120,7 +135,7 @@ def _headline(
         return f"## ⏳ cpci: waiting for shards ({report.shards.text}){rules}"
     icon = {"failure": "❌", "neutral": "⚠️", "success": "✅"}.get(verdict, "⏳")
     if report.new_failures:
-        what = f"{len(report.new_failures)} {info('new_failure').label}(s)"
+        what = f"{report.total('new_failures'):,} {info('new_failure').label}(s)"
     elif verdict == "failure" and not consistency_failed(consistency):
         what = "failures (none new)"
     elif verdict == "failure":
@@ -130,6 +145,24 @@ def _headline(
     else:
         what = "no new failures"
     return f"## {icon} cpci: {what}{rules}"
+
+
+def storm_line(report: PullRequestReport) -> str:
+    """One line up front when shards failed en masse one way: the cause, named once, and what
+    it means for the verdicts (an infra storm's configs are INFRA, not this PR's)."""
+    if not report.storms:
+        return ""
+    first = report.storms[0]
+    others = len(report.storms) - 1
+    more = f" (+{others} more shard(s))" if others else ""
+    if first.infra_rule:
+        what = f"infra rule {md.code(first.infra_rule)}; counted as infra, not this PR's"
+    else:
+        what = "no infra rule matches, so the verdicts stand"
+    return (
+        f"🌩️ **Storm**: {md.text(first.text)} failed with one signature{more} — "
+        f"{md.code(first.signature, 200)} ({what})"
+    )
 
 
 def consistency_failed(consistency: ConsistencyResult | None) -> bool:
@@ -163,18 +196,23 @@ def _section(
     line: Callable[[T, str], str],
     *,
     open_: bool = False,
+    total: int | None = None,
 ) -> str:
-    if not items:
+    """A section listing at most `cap` items; `total` counts those the report left out too
+    (the service caps its sections, see `PullRequestReport.section_totals`)."""
+    count = len(items) if total is None else max(total, len(items))
+    if not count:
         return ""
     base = (options.service_url or "").rstrip("/")
-    shown = [f"- {line(item, base)}" for item in items[:cap]]
-    if len(items) > cap:
-        more = f"- … and {len(items) - cap} more"
+    listed = items[:cap]
+    shown = [f"- {line(item, base)}" for item in listed]
+    if count > len(listed):
+        more = f"- … and {count - len(listed):,} more"
         shown.append(more + (f" in the {md.link('full report', full)}" if full else ""))
     body = "\n".join(shown)
-    heading = f"{title} ({len(items):,})"
-    if len(items) > options.collapse_over or not open_:
-        return md.details(f"<b>{heading}</b>", body, open_=open_ and len(items) <= 20)
+    heading = f"{title} ({count:,})"
+    if count > options.collapse_over or not open_:
+        return md.details(f"<b>{heading}</b>", body, open_=open_ and count <= 20)
     return f"### {heading}\n\n{body}"
 
 

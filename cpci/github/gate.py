@@ -22,12 +22,12 @@ Gate = Literal["pending", "success", "failure", "neutral"]
 def failing_configs(report: PullRequestReport) -> int:
     """Configs failing at head for any reason (fixed configs pass): the verdict table says
     which verdicts those are."""
-    return sum(len(getattr(report, v.field)) for v in VERDICTS if v.failing and v.field)
+    return sum(report.total(v.field) for v in VERDICTS if v.failing and v.field)
 
 
 def gating_configs(report: PullRequestReport) -> int:
     """Configs whose failure this PR is to blame for (what `new-failures` gates on)."""
-    return sum(len(getattr(report, v.field)) for v in VERDICTS if v.gates and v.field)
+    return sum(report.total(v.field) for v in VERDICTS if v.gates and v.field)
 
 
 def gate(

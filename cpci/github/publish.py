@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from cpci.github.client import GitHubClient
-from cpci.github.comment import MARKER, state_of
+from cpci.github.comment import MARKER, state_of, storm_line
 from cpci.github.consistency import ConsistencyResult
 from cpci.github.errors import PermissionDenied
 from cpci.github.gate import FailOn, Gate, gate
@@ -122,14 +122,21 @@ def _title_and_summary(
     rules = f"; {len(findings)} file-consistency finding(s)" if findings else ""
     if report is None:
         return "waiting for results" + rules, "No cpci results were uploaded for this commit yet."
+    if report.storms and verdict != "pending":
+        title_storm = f"; storm on {len(report.storms)} shard(s)"
+    else:
+        title_storm = ""
     title = {
         "pending": f"waiting: {report.shards.text}",
-        "failure": f"{len(report.new_failures)} {info('new_failure').label}(s)",
+        "failure": f"{report.total('new_failures'):,} {info('new_failure').label}(s)",
         "neutral": "no new failures; see known issues",
         "success": "all configs passed",
     }[verdict]
-    summary = f"{report.summary}\n\nGating: `fail-on: {fail_on}`."
-    return title + rules, summary
+    storm = storm_line(report)
+    summary = (
+        storm + "\n\n" if storm else ""
+    ) + f"{report.summary}\n\nGating: `fail-on: {fail_on}`."
+    return title + title_storm + rules, summary
 
 
 def _json_text(report: PullRequestReport | None, consistency: ConsistencyResult | None) -> str:

@@ -31,8 +31,11 @@ from cpci.schema.pull_report import (
     ConfigVerdict,
     PullRequestReport,
     ReportCounts,
+    ReportSectionName,
+    ReportSectionPage,
     Shift,
     ShiftFinding,
+    Storm,
 )
 from cpci.schema.results import (
     FAILING_OUTCOMES,
@@ -91,6 +94,8 @@ __all__ = [
     "QuickVerdict",
     "RankError",
     "ReportCounts",
+    "ReportSectionName",
+    "ReportSectionPage",
     "ResultRecord",
     "RunEnvelope",
     "RunLink",
@@ -99,6 +104,7 @@ __all__ = [
     "ShardProgress",
     "Shift",
     "ShiftFinding",
+    "Storm",
     "Verdict",
     "VerdictInfo",
     "WireModel",

@@ -3,6 +3,11 @@
 The GitHub bot, the Action's report mode and the web UI read it, so it is fully typed: verdict
 sections, counts of configs and of results ("configs vs runs"), shard progress, the baseline it
 was compared with, and for every config its stable id, database id and a history link.
+
+Sections are capped: a report holds at most `section_cap` items per section (the first in config
+order) and `section_totals` says how many there are; `ReportSectionPage` pages through the rest.
+When every config of a shard fails one way (a broken NCCL install, a dead runner), the report
+says so once, in `storms`, instead of listing tens of thousands of configs.
 """
 
 from __future__ import annotations
@@ -76,6 +81,41 @@ class ReportCounts(BaseModel):
     by_verdict: dict[str, int]
 
 
+class Storm(BaseModel):
+    """A shard (on one matrix leg) where most configs failed with one signature: one cause,
+    named once. With an infra rule its configs are INFRA (docs/verdicts.md, "Storms")."""
+
+    shard: int = Field(description="the shard index")
+    leg: str = Field(default="", description="the CI matrix leg ('' when none)")
+    signature: str = Field(description="the failure signature the configs share")
+    configs: int = Field(description="configs on the shard that failed with it")
+    of: int = Field(description="configs on the shard at head")
+    infra_rule: str | None = Field(
+        default=None, description="the infra rule the signature matches; null when none does"
+    )
+
+    @property
+    def text(self) -> str:
+        """ "shard 3 on h100: 7,980 of 8,000 configs" """
+        leg = f" on {self.leg}" if self.leg else ""
+        return f"shard {self.shard}{leg}: {self.configs:,} of {self.of:,} configs"
+
+
+#: The report's capped sections, as the paged endpoint names them.
+ReportSectionName = Literal[
+    "new_failures",
+    "broken_at_base",
+    "flaky",
+    "infra",
+    "fixed",
+    "no_baseline",
+    "pending",
+    "duration_regressions",
+    "metric_drift",
+]
+SHIFT_SECTIONS: frozenset[str] = frozenset({"duration_regressions", "metric_drift"})
+
+
 class PullRequestReport(BaseModel):
     """Everything the PR comment, the check run and the PR page show, in one record."""
 
@@ -97,3 +137,32 @@ class PullRequestReport(BaseModel):
     pending: list[ConfigVerdict] = []
     duration_regressions: list[ShiftFinding] = []
     metric_drift: list[ShiftFinding] = []
+    storms: list[Storm] = []
+    section_cap: int | None = Field(
+        default=None, description="the most items a section holds here; null: uncapped"
+    )
+    section_totals: dict[str, int] = Field(
+        default_factory=dict,
+        description="each section's full length; page through the rest at .../report/{section}",
+    )
+
+    def total(self, section: str) -> int:
+        """The section's full length: its total when capped, else its own length."""
+        found = self.section_totals.get(section)
+        return found if found is not None else len(getattr(self, section))
+
+
+class ReportSectionPage(BaseModel):
+    """One page of a report section: `verdicts` for a verdict section, `shifts` for the
+    duration and metric sections; `next_offset` is null on the last page."""
+
+    repository: str
+    pull_request: int
+    head_commit: str
+    section: ReportSectionName
+    total: int
+    offset: int
+    limit: int
+    next_offset: int | None
+    verdicts: list[ConfigVerdict] = []
+    shifts: list[ShiftFinding] = []

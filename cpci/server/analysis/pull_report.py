@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple, TypeVar
 
 from cpci.schema import (
@@ -19,11 +19,15 @@ from cpci.schema import (
     FlakinessAssessment,
     PullRequestReport,
     ReportCounts,
+    ReportSectionName,
+    ReportSectionPage,
     RunRef,
     ShardProgress,
     Shift,
     ShiftFinding,
+    Storm,
 )
+from cpci.schema.pull_report import SHIFT_SECTIONS
 from cpci.schema.verdicts import count_text
 from cpci.server.analysis.evidence import EvidencePolicy
 from cpci.server.analysis.flakiness import (
@@ -37,7 +41,9 @@ from cpci.server.analysis.shifts import (
     median,
     robust_shift,
 )
+from cpci.server.analysis.storms import NO_STORMS, StormPolicy, Storms, find_storms
 from cpci.server.analysis.verdicts import (
+    Decision,
     ResultView,
     decide,
     failing_ranks,
@@ -57,7 +63,8 @@ class ConfigLeg(NamedTuple):
 @dataclass(frozen=True)
 class ReportInputs:
     """Everything the report reads. Results are keyed by config database id and leg; the
-    other dicts by config database id."""
+    other dicts by config database id. `shard_of` places each head config on its shard index,
+    for storms (a config with no place is in none)."""
 
     repository: str
     pull_request: int
@@ -71,6 +78,22 @@ class ReportInputs:
     histories: Mapping[int, Sequence[Observation]]
     base_samples: Mapping[ConfigLeg, Sequence[float]]  # passing durations, recent branch runs
     history_url: Callable[[str], str]
+    shard_of: Mapping[ConfigLeg, int] = field(default_factory=dict)
+    storms: Storms | None = None  # found by the loader already (None: find them here)
+
+
+@dataclass(frozen=True)
+class ReportPolicy:
+    """How a report judges and how much it lists: `section_cap` items per section at most."""
+
+    flakiness: FlakinessPolicy
+    evidence: EvidencePolicy
+    storms: StormPolicy = field(default_factory=StormPolicy)
+    section_cap: int = 200
+
+    def __post_init__(self) -> None:
+        if self.section_cap < 1:
+            raise ValueError(f"section_cap must be >= 1, got {self.section_cap}")
 
 
 def needs_history(results: Sequence[ResultView]) -> bool:
@@ -78,71 +101,164 @@ def needs_history(results: Sequence[ResultView]) -> bool:
     return any(r.outcome in FAILING_OUTCOMES for r in results)
 
 
-def build_report(
-    inputs: ReportInputs, policy: FlakinessPolicy, evidence: EvidencePolicy
-) -> PullRequestReport:
-    sections: dict[str, list[ConfigVerdict]] = {name: [] for name in ATTENTION}
-    tally: Counter[str] = Counter()
+def storms_of(inputs: ReportInputs, policy: StormPolicy) -> Storms:
+    """The head's storms (the loader asks first: a storm's infra configs need no history)."""
+    legs = {at: (shard, at.leg) for at, shard in inputs.shard_of.items()}
+    return find_storms(inputs.head, legs, policy)
+
+
+class _Row(NamedTuple):
+    """One config's verdict before it becomes a `ConfigVerdict` (only the listed ones do)."""
+
+    at: ConfigLeg
+    key: str
+    decision: Decision
+    known: FlakinessAssessment | None
+
+
+@dataclass(frozen=True)
+class _Judged:
+    sections: dict[str, list[_Row]]
+    tally: Counter[str]
+    storms: Storms
+    legs: int
+
+
+def build_report(inputs: ReportInputs, policy: ReportPolicy) -> PullRequestReport:
+    """The report, each section cut to `policy.section_cap` items with its total kept."""
+    judged = _judge(inputs, policy)
+    cap = policy.section_cap
     pending = not inputs.shards.complete
-    no_baseline_note = inputs.baseline.note
-    legs = {key.leg for key in inputs.head}
-    known_by_pk: dict[int, FlakinessAssessment] = {}  # a config on several legs: assess once
-    histories, base_map = inputs.histories, inputs.base
-    for at in sorted(inputs.head, key=lambda at: (inputs.configs[at.pk], at.leg)):
-        head = inputs.head[at]
-        base = _base_of(base_map, at) if base_map is not None else None
-        key = inputs.configs[at.pk]
-        test = None
-        if pending:
-            verdict, reason, rule, known = "pending", inputs.shards.text, None, None
-        else:
-            history = histories.get(at.pk)  # loaded for failing configs only
-            known = None
-            if history:
-                known = known_by_pk.get(at.pk)
-                if known is None:
-                    known = known_by_pk[at.pk] = assess_flakiness(history, policy)
-            decision = decide(head, base, known, no_baseline_note, evidence)
-            verdict, reason, rule = decision.verdict, decision.reason, decision.infra_rule
-            test = decision.evidence
-        tally[verdict] += 1
-        if verdict in sections:
-            sections[verdict].append(
-                ConfigVerdict(
-                    config=key,
-                    config_pk=at.pk,
-                    history_url=inputs.history_url(key),
-                    verdict=verdict,  # type: ignore[arg-type]
-                    reason=reason,
-                    head_outcome=headline(head),
-                    base_outcome=headline(base) if base else None,
-                    message=first_message(head) if state_of(head) != "pass" else None,
-                    ranks=failing_ranks(head) if state_of(head) != "pass" else [],
-                    infra_rule=rule,
-                    flakiness=known,
-                    evidence=test,
-                    leg=at.leg if len(legs) > 1 else "",
-                )
-            )
     durations, drift = ([], []) if pending else _shifts(inputs)
     counts = ReportCounts(
         configs=len({at.pk for at in inputs.head}),
         results=sum(len(v) for v in inputs.head.values()),
-        by_verdict=dict(sorted(tally.items())),
+        by_verdict=dict(sorted(judged.tally.items())),
     )
+    sections = {
+        v.field: [_verdict(inputs, row, judged.legs) for row in judged.sections[v.name][:cap]]
+        for v in VERDICTS
+        if v.name in judged.sections
+    }
+    totals = {v.field: len(judged.sections[v.name]) for v in VERDICTS if v.name in judged.sections}
+    totals.update(duration_regressions=len(durations), metric_drift=len(drift))
     return PullRequestReport(
         repository=inputs.repository,
         pull_request=inputs.pull_request,
         head_commit=inputs.head_commit,
         status="pending" if pending else "complete",
-        summary=_summary(counts, inputs, pending),
+        summary=_summary(counts, inputs, pending, judged.storms),
         head_runs=list(inputs.head_runs),
         shards=inputs.shards,
         baseline=inputs.baseline,
         counts=counts,
-        duration_regressions=durations,
-        metric_drift=drift,
-        **{v.field: sections[v.name] for v in VERDICTS if v.name in sections},
+        duration_regressions=durations[:cap],
+        metric_drift=drift[:cap],
+        storms=judged.storms.found,
+        section_cap=cap,
+        section_totals=totals,
+        **sections,
+    )
+
+
+def build_section(
+    inputs: ReportInputs,
+    policy: ReportPolicy,
+    section: ReportSectionName,
+    offset: int,
+    limit: int,
+) -> ReportSectionPage:
+    """One page of one section, in the report's order (the report holds its first items)."""
+    if section in SHIFT_SECTIONS:
+        pending = not inputs.shards.complete
+        durations, drift = ([], []) if pending else _shifts(inputs)
+        found = durations if section == "duration_regressions" else drift
+        total, verdicts, shifts = len(found), [], found[offset : offset + limit]
+    else:
+        judged = _judge(inputs, policy)
+        rows = judged.sections[_VERDICT_OF[section]]
+        total, shifts = len(rows), []
+        verdicts = [_verdict(inputs, r, judged.legs) for r in rows[offset : offset + limit]]
+    return ReportSectionPage(
+        repository=inputs.repository,
+        pull_request=inputs.pull_request,
+        head_commit=inputs.head_commit,
+        section=section,
+        total=total,
+        offset=offset,
+        limit=limit,
+        next_offset=offset + limit if offset + limit < total else None,
+        verdicts=verdicts,
+        shifts=shifts,
+    )
+
+
+#: A section's field name -> its verdict.
+_VERDICT_OF = {v.field: v.name for v in VERDICTS if v.field}
+
+
+def _judge(inputs: ReportInputs, policy: ReportPolicy) -> _Judged:
+    """Every config's verdict, as light rows (a storm report has tens of thousands)."""
+    sections: dict[str, list[_Row]] = {name: [] for name in ATTENTION}
+    tally: Counter[str] = Counter()
+    pending = not inputs.shards.complete
+    storms = inputs.storms
+    if pending:
+        storms = NO_STORMS
+    elif storms is None:
+        storms = storms_of(inputs, policy.storms)
+    no_baseline_note = inputs.baseline.note
+    known_by_pk: dict[int, FlakinessAssessment] = {}  # a config on several legs: assess once
+    histories, base_map = inputs.histories, inputs.base
+    waiting = Decision("pending", inputs.shards.text)  # type: ignore[arg-type]
+    for at in sorted(inputs.head, key=lambda at: (inputs.configs[at.pk], at.leg)):
+        head = inputs.head[at]
+        known = None
+        if pending:
+            decision = waiting
+        else:
+            storm = storms.of.get(at) if storms else None
+            if storm is not None and storm.infra_rule is not None:
+                decision = _storm_decision(storm)
+            else:
+                base = _base_of(base_map, at) if base_map is not None else None
+                history = histories.get(at.pk)  # loaded for failing configs only
+                if history:
+                    known = known_by_pk.get(at.pk)
+                    if known is None:
+                        known = known_by_pk[at.pk] = assess_flakiness(history, policy.flakiness)
+                decision = decide(head, base, known, no_baseline_note, policy.evidence)
+        tally[decision.verdict] += 1
+        if decision.verdict in sections:
+            sections[decision.verdict].append(_Row(at, inputs.configs[at.pk], decision, known))
+    return _Judged(sections, tally, storms, len({key.leg for key in inputs.head}))
+
+
+def _storm_decision(storm: Storm) -> Decision:
+    """INFRA for a config caught in a storm of an infra signature (see `analysis.storms`)."""
+    reason = f"infra storm on {storm.text} failed with this signature: {storm.signature}"
+    return Decision("infra", reason, storm.infra_rule)
+
+
+def _verdict(inputs: ReportInputs, row: _Row, legs: int) -> ConfigVerdict:
+    at, key, decision = row.at, row.key, row.decision
+    head = inputs.head[at]
+    base = _base_of(inputs.base, at) if inputs.base is not None else None
+    failing = state_of(head) != "pass"
+    return ConfigVerdict(
+        config=key,
+        config_pk=at.pk,
+        history_url=inputs.history_url(key),
+        verdict=decision.verdict,
+        reason=decision.reason,
+        head_outcome=headline(head),
+        base_outcome=headline(base) if base else None,
+        message=first_message(head) if failing else None,
+        ranks=failing_ranks(head) if failing else [],
+        infra_rule=decision.infra_rule,
+        flakiness=row.known,
+        evidence=decision.evidence,
+        leg=at.leg if legs > 1 else "",
     )
 
 
@@ -194,11 +310,12 @@ def _finding(inputs: ReportInputs, pk: int, shift: Shift) -> ShiftFinding:
     return ShiftFinding(config=key, config_pk=pk, history_url=inputs.history_url(key), shift=shift)
 
 
-def _summary(counts: ReportCounts, inputs: ReportInputs, pending: bool) -> str:
+def _summary(counts: ReportCounts, inputs: ReportInputs, pending: bool, storms: Storms) -> str:
     scope = f"{counts.configs} configs ({counts.results} results)"
     if pending:
         return f"pending: {inputs.shards.text}; no verdict until every shard is in ({scope} so far)"
     verdict = count_text(counts.by_verdict) or "all passed"
     if counts.by_verdict.get("fixed"):
         verdict += f", {counts.by_verdict['fixed']} fixed"
-    return f"{verdict}; {scope}; baseline: {inputs.baseline.note}"
+    storm = f"; storm on {len(storms.found)} shard(s)" if storms else ""
+    return f"{verdict}; {scope}{storm}; baseline: {inputs.baseline.note}"

@@ -147,6 +147,22 @@ class Settings(BaseSettings):
     )
     baseline_runs: int = Field(default=5, ge=1, description="base-branch runs for timings")
     ancestor_depth: int = Field(default=50, ge=0, description="ancestors searched for a baseline")
+    storm_share: float = Field(
+        default=0.8,
+        gt=0,
+        le=1,
+        description="a shard (per matrix leg) is an infra storm when one failure signature "
+        "covers this share of its configs; with an infra rule its configs are INFRA",
+    )
+    storm_min_configs: int = Field(
+        default=20, ge=1, description="the fewest configs failing one way that make a storm"
+    )
+    report_section_cap: int = Field(
+        default=200,
+        ge=1,
+        description="items per section of a PR report and its page; the rest are paged "
+        "through .../report/{section}",
+    )
 
     @field_validator("database_url")
     @classmethod

@@ -3,7 +3,7 @@
 Head: the newest commit the PR uploaded results for, every CI run on it merged by attempt.
 Baseline: the PR's base commit, or failing that its nearest first-parent ancestor with results.
 Timings are compared with the last few runs of the baseline's branch, not one noisy run.
-Both are read by shard ids through `crud.cache`: every PR on the same base shares them.
+Both are read by shard ids through the app's `ShardCache`: every PR on the same base shares them.
 
 Evidence has provenance: the baseline, the timings and the history windows come from trusted
 branch runs only (`pull_request IS NULL`), plus this PR's own earlier runs for its history;
@@ -15,27 +15,89 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import replace
 
 from sqlmodel import Session, col, select
 
-from cpci.schema import BaselineInfo, PullRequestReport, ShardProgress
-from cpci.server.analysis.pull_report import ConfigLeg, ReportInputs, build_report, needs_history
+from cpci.schema import (
+    BaselineInfo,
+    PullRequestReport,
+    ReportSectionName,
+    ReportSectionPage,
+    ShardProgress,
+)
+from cpci.server.analysis.pull_report import (
+    ConfigLeg,
+    ReportInputs,
+    ReportPolicy,
+    build_report,
+    build_section,
+    needs_history,
+    storms_of,
+)
+from cpci.server.analysis.storms import StormPolicy
 from cpci.server.analysis.verdicts import ResultView
 from cpci.server.core.config import Settings
 from cpci.server.core.errors import NotFound
-from cpci.server.crud.cache import shard_cache
 from cpci.server.crud.commits import ancestors
 from cpci.server.crud.common import fetch_rows, one_of
 from cpci.server.crud.flaky import evidence_policy, flakiness_policy
 from cpci.server.crud.history import observations
 from cpci.server.crud.runs import MergedRun, config_keys, merge_runs, results_of
 from cpci.server.models import Repository, Run, Shard
+from cpci.server.shard_cache import ShardCache
 from cpci.urls import Links
 
 
 def pull_request_report(
-    *, session: Session, repo: Repository, number: int, settings: Settings, links: Links
+    *,
+    session: Session,
+    repo: Repository,
+    number: int,
+    settings: Settings,
+    links: Links,
+    cache: ShardCache,
 ) -> PullRequestReport:
+    """The PR's report, each section capped at `settings.report_section_cap` items."""
+    inputs = _inputs(session, repo, number, settings, links, cache)
+    return build_report(inputs, report_policy(settings))
+
+
+def pull_request_section(
+    *,
+    session: Session,
+    repo: Repository,
+    number: int,
+    section: ReportSectionName,
+    offset: int,
+    limit: int,
+    settings: Settings,
+    links: Links,
+    cache: ShardCache,
+) -> ReportSectionPage:
+    """One page of one section of the PR's report: the items past the report's cap."""
+    inputs = _inputs(session, repo, number, settings, links, cache)
+    return build_section(inputs, report_policy(settings), section, offset, limit)
+
+
+def report_policy(settings: Settings) -> ReportPolicy:
+    """How reports judge (flakiness, evidence, storms) and how much they list."""
+    return ReportPolicy(
+        flakiness=flakiness_policy(settings),
+        evidence=evidence_policy(settings),
+        storms=StormPolicy(share=settings.storm_share, min_configs=settings.storm_min_configs),
+        section_cap=settings.report_section_cap,
+    )
+
+
+def _inputs(
+    session: Session,
+    repo: Repository,
+    number: int,
+    settings: Settings,
+    links: Links,
+    cache: ShardCache,
+) -> ReportInputs:
     latest = session.exec(
         select(Run)
         .where(Run.repository_id == repo.id, Run.pull_request == number)
@@ -54,19 +116,19 @@ def pull_request_report(
             )
         ).all(),
     )
-    head = _by_leg(session, [s for m in head_runs for s in m.uploads])
+    shard_of: dict[ConfigLeg, int] = {}
+    head = _by_leg(session, [s for m in head_runs for s in m.uploads], shard_of)
     baseline, base_run = _baseline(
         session, repo, latest.base_commit, settings.ancestor_depth, links
     )
     base = None
     if base_run is not None:
         uploads = base_run.uploads
-        base = shard_cache(session).get(
+        base = cache.of_shards(
             "results_by_leg",
             (s.id for s in uploads if s.id is not None),
             lambda: _by_leg(session, uploads),
         )
-    failing = sorted({at.pk for at, rs in head.items() if needs_history(rs)})
     inputs = ReportInputs(
         repository=repo.name,
         pull_request=number,
@@ -77,28 +139,45 @@ def pull_request_report(
         configs=config_keys(session=session, ids={at.pk for at in head}),
         head=head,
         base=base,
-        histories=observations(
-            session=session,
-            repo_name=repo.name,
-            config_ids=failing,
-            window=settings.flaky_window,
-            links=links,
-            exclude_commit=latest.commit,
-            pull_request=number,
-        ),
-        base_samples=_base_samples(session, base_run, settings.baseline_runs) if base_run else {},
+        histories={},
+        base_samples=_base_samples(session, cache, base_run, settings.baseline_runs)
+        if base_run
+        else {},
         history_url=lambda key: links.history(repo.name, key),
+        shard_of=shard_of,
     )
-    return build_report(inputs, flakiness_policy(settings), evidence_policy(settings))
+    # A config caught in an infra storm is INFRA whatever its history: not loaded for it.
+    storms = storms_of(inputs, report_policy(settings).storms)
+    infra_storm = {at for at, storm in storms.of.items() if storm.infra_rule is not None}
+    failing = sorted(
+        {at.pk for at, rs in head.items() if at not in infra_storm and needs_history(rs)}
+    )
+    histories = observations(
+        session=session,
+        repo_name=repo.name,
+        config_ids=failing,
+        window=settings.flaky_window,
+        links=links,
+        exclude_commit=latest.commit,
+        pull_request=number,
+    )
+    return replace(inputs, histories=histories, storms=storms)
 
 
-def _by_leg(session: Session, shards: Sequence[Shard]) -> dict[ConfigLeg, list[ResultView]]:
-    """Results by config and CI matrix leg (one query per leg: most runs have one)."""
+def _by_leg(
+    session: Session, shards: Sequence[Shard], shard_of: dict[ConfigLeg, int] | None = None
+) -> dict[ConfigLeg, list[ResultView]]:
+    """Results by config and CI matrix leg, one query per shard index and leg; `shard_of`,
+    when given, is filled with the shard index each config ran on (for storms)."""
     out: dict[ConfigLeg, list[ResultView]] = {}
-    legs = sorted({s.leg for s in shards})
-    for leg in legs:
-        results = results_of(session=session, shards=[s for s in shards if s.leg == leg])
-        out.update((ConfigLeg(pk, leg), rs) for pk, rs in results.items())
+    places = sorted({(s.leg, s.shard_index) for s in shards})
+    for leg, index in places:
+        group = [s for s in shards if s.leg == leg and s.shard_index == index]
+        for pk, rs in results_of(session=session, shards=group).items():
+            at = ConfigLeg(pk, leg)
+            out.setdefault(at, []).extend(rs)
+            if shard_of is not None:
+                shard_of[at] = index
     return out
 
 
@@ -159,7 +238,9 @@ def _baseline(
     return info, None
 
 
-def _base_samples(session: Session, base: MergedRun, count: int) -> dict[ConfigLeg, list[float]]:
+def _base_samples(
+    session: Session, cache: ShardCache, base: MergedRun, count: int
+) -> dict[ConfigLeg, list[float]]:
     """Passing results of the last `count` branch runs up to the baseline run, for timings
     (which are noisy, so one base run is not enough; metrics are compared with the base run),
     per config and matrix leg: an A100 is not timed against an H100."""
@@ -177,7 +258,7 @@ def _base_samples(session: Session, base: MergedRun, count: int) -> dict[ConfigL
     member, values = one_of(session, run_ids)
     shards = fetch_rows(session, f"SELECT id FROM shard WHERE run_id{member}", values)
     shard_ids = [pk for (pk,) in shards]
-    return shard_cache(session).get(
+    return cache.of_shards(
         "passed_durations_by_leg", shard_ids, lambda: _passed_durations(session, shard_ids)
     )
 

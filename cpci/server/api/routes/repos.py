@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
-from cpci.schema import PullRequestReport
+from cpci.schema import PullRequestReport, ReportSectionPage
 from cpci.server.api.deps import (
     LinksDep,
     PrincipalDep,
@@ -16,15 +16,17 @@ from cpci.server.api.deps import (
     ReadableRepoDep,
     SessionDep,
     SettingsDep,
+    ShardCacheDep,
 )
+from cpci.server.api.section_deps import PullSectionView
 from cpci.server.core.provenance import check_ancestry
 from cpci.server.crud.commits import record_parents
 from cpci.server.crud.flaky import flaky_configs
 from cpci.server.crud.history import config_history
 from cpci.server.crud.pull_report import pull_request_report
 from cpci.server.crud.repos import bind_github_id, ensure_repository
-from cpci.server.crud.runs import run_summary
-from cpci.server.reports import FlakyList, HistoryPage, RunSummary
+from cpci.server.views.read_models import FlakyList, HistoryPage, RunSummary
+from cpci.server.views.run import run_summary
 
 router = APIRouter(prefix="/repos/{owner}/{repo}", tags=["results"])
 
@@ -74,11 +76,28 @@ def pull_request(
     session: SessionDep,
     settings: SettingsDep,
     links: LinksDep,
+    cache: ShardCacheDep,
     number: PullNumber,
 ) -> PullRequestReport:
     return pull_request_report(
-        session=session, repo=repository, number=number, settings=settings, links=links
+        session=session,
+        repo=repository,
+        number=number,
+        settings=settings,
+        links=links,
+        cache=cache,
     )
+
+
+@router.get(
+    "/pulls/{number}/report/{section}",
+    summary="One page of a PR report's section: the items past the report's cap",
+    description="The report holds the first `section_cap` items of each section and each "
+    "section's total in `section_totals`; this pages through a whole section in the same "
+    "order. `next_offset` is null on the last page.",
+)
+def pull_request_section(view: PullSectionView) -> ReportSectionPage:
+    return view
 
 
 class ParentLink(BaseModel):
