@@ -27,6 +27,7 @@ from cpci.server.core.config import Settings
 from cpci.server.core.db import create_db_engine
 from cpci.server.core.metrics import Metrics, MetricsMiddleware
 from cpci.server.core.oidc import OidcVerifier
+from cpci.server.shard_cache import ShardCache
 from cpci.server.ui import install_ui
 from cpci.server.webhook_handling import DeliveryContext, handle_delivery
 from cpci.server.webhook_worker import WebhookWorker, WorkerPolicy
@@ -74,6 +75,7 @@ def create_app(
     app.state.engine = engine
     app.state.metrics = metrics
     app.state.links = Links(settings.github_url)
+    app.state.shard_cache = ShardCache()
     app.state.oidc = (
         OidcVerifier(
             jwks_url=settings.oidc_jwks_url,
@@ -105,7 +107,14 @@ def _webhook_worker(
         return None
     policy = policy or WorkerPolicy.from_settings(settings)
     transport = getattr(app.state, "github_transport", None)
-    context = DeliveryContext(engine, settings, app.state.links, transport, policy.github_retry)
+    context = DeliveryContext(
+        engine,
+        settings,
+        app.state.links,
+        app.state.shard_cache,
+        transport,
+        policy.github_retry,
+    )
     worker = WebhookWorker(engine, partial(handle_delivery, context), policy=policy)
     app.state.webhook_worker = worker
     worker.start()

@@ -106,10 +106,6 @@ class EnvironmentFingerprint(EnvironmentBase, table=True):
     fingerprint: str = Field(max_length=64, unique=True)
 
 
-class EnvironmentPublic(EnvironmentBase):
-    id: int
-
-
 class RunBase(SQLModel):
     ci_run_id: str = Field(max_length=100)
     ci_attempt: int = 1

@@ -30,6 +30,7 @@ from cpci.server.crud import github as state
 from cpci.server.crud.github import QueuedDelivery
 from cpci.server.crud.pull_report import pull_request_report
 from cpci.server.models import Repository
+from cpci.server.shard_cache import ShardCache
 from cpci.urls import Links
 
 log = logging.getLogger(__name__)
@@ -67,6 +68,7 @@ class DeliveryContext:
     engine: Engine
     settings: Settings
     links: Links
+    shard_cache: ShardCache
     transport: httpx.BaseTransport | None = None
     github_retry: RetryPolicy = WORKER_RETRY
     #: The bot's login as GitHub told it, when the settings do not say (asked once per kind of
@@ -156,7 +158,12 @@ def _refresh_one(
                 return None
             try:
                 return pull_request_report(
-                    session=session, repo=row, number=pr, settings=settings, links=context.links
+                    session=session,
+                    repo=row,
+                    number=pr,
+                    settings=settings,
+                    links=context.links,
+                    cache=context.shard_cache,
                 )
             except NotFound:
                 return None

@@ -18,6 +18,7 @@ from cpci.server.core.security import looks_like_upload_token
 from cpci.server.crud.repos import get_repository
 from cpci.server.crud.tokens import credential_for_token
 from cpci.server.models import Repository
+from cpci.server.shard_cache import ShardCache
 from cpci.urls import Links
 
 HOW_TO_AUTHENTICATE = (
@@ -44,6 +45,11 @@ def get_links(request: Request) -> Links:
     return links
 
 
+def get_shard_cache(request: Request) -> ShardCache:
+    cache: ShardCache = request.app.state.shard_cache
+    return cache
+
+
 def get_session(engine: Annotated[Engine, Depends(get_engine)]) -> Iterator[Session]:
     with Session(engine) as session:
         yield session
@@ -53,6 +59,8 @@ SettingsDep = Annotated[Settings, Depends(get_settings)]
 EngineDep = Annotated[Engine, Depends(get_engine)]
 SessionDep = Annotated[Session, Depends(get_session)]
 LinksDep = Annotated[Links, Depends(get_links)]
+#: The app's one cache of what was read from stored shards (see `cpci.server.shard_cache`).
+ShardCacheDep = Annotated[ShardCache, Depends(get_shard_cache)]
 #: A pull request number as a path parameter: bounded like the column it is looked up in.
 PullNumber = Annotated[int, Path(ge=1, le=INT32_MAX, description="the pull request's number")]
 
@@ -106,9 +114,13 @@ PrincipalDep = Annotated[Principal, Depends(require_principal)]
 
 
 def readable_repository(
-    owner: str, repo: str, request: Request, engine: EngineDep, settings: SettingsDep,
+    owner: str,
+    repo: str,
+    request: Request,
+    engine: EngineDep,
+    settings: SettingsDep,
     session: SessionDep,
-) -> Repository:  # fmt: skip
+) -> Repository:
     """The repository in the path, after checking the caller may read it."""
     name = f"{owner}/{repo}"
     if settings.read_access == "token":

@@ -17,7 +17,7 @@ from cpci.server.crud.common import chunks
 from cpci.server.crud.history import observations
 from cpci.server.crud.runs import config_keys
 from cpci.server.models import Repository, Result, Run
-from cpci.server.reports import FlakyConfig, FlakyList
+from cpci.server.views.read_models import FlakyConfig, FlakyList
 from cpci.urls import Links
 
 MAX_CANDIDATES = 500

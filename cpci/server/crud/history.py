@@ -15,7 +15,7 @@ from cpci.server.analysis.verdicts import culprit_error
 from cpci.server.core.errors import NotFound
 from cpci.server.crud.common import chunks, fetch_rows, from_json
 from cpci.server.models import Config, Repository, Result, Run, Shard, as_utc
-from cpci.server.reports import HistoryEntry, HistoryPage
+from cpci.server.views.read_models import HistoryEntry, HistoryPage
 from cpci.urls import Links
 
 #: Configs per statement of `observations` (SQLite allows 500 terms in a UNION ALL).

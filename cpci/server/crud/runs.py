@@ -8,7 +8,7 @@ runs the suite on H100 and on A100 uploads shard 0 twice: once per leg, two shar
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,19 +16,11 @@ from typing import Any
 from sqlmodel import Session, col, select
 
 from cpci import urls
-from cpci.schema import FAILING_OUTCOMES, RunRef, ShardProgress
-from cpci.server.analysis.infra import infra_signature
-from cpci.server.analysis.verdicts import ResultView, culprit_error, culprit_of, first_message
+from cpci.schema import RunRef, ShardProgress
+from cpci.server.analysis.verdicts import ResultView, culprit_error
 from cpci.server.core.errors import NotFound
 from cpci.server.crud.common import chunks, fetch_rows, from_json, one_of
-from cpci.server.models import (
-    EnvironmentFingerprint,
-    EnvironmentPublic,
-    Repository,
-    Run,
-    Shard,
-)
-from cpci.server.reports import FailingConfig, RunSummary
+from cpci.server.models import EnvironmentFingerprint, Repository, Run, Shard
 from cpci.urls import Links
 
 #: A shard's place in its run: (matrix leg, shard index).
@@ -151,41 +143,21 @@ def config_keys(*, session: Session, ids: Iterable[int]) -> dict[int, str]:
     return dict(fetch_rows(session, f"SELECT id, key FROM config WHERE id{member}", values))
 
 
-def run_summary(*, session: Session, repo: Repository, ci_run_id: str, links: Links) -> RunSummary:
+def load_run(*, session: Session, repo: Repository, ci_run_id: str) -> MergedRun:
+    """Every attempt of one CI run, merged; a 404 naming the run when none was uploaded."""
     runs = session.exec(
         select(Run).where(Run.repository_id == repo.id, Run.ci_run_id == ci_run_id)
     ).all()
     if not runs:
         raise NotFound(f"no run {ci_run_id!r} in {repo.name}: has any shard been uploaded?")
-    merged = merge_runs(session=session, runs=runs)[0]
-    results = results_of(session=session, shards=merged.shards.values())
-    keys = config_keys(session=session, ids=results)
-    outcomes: Counter[str] = Counter(r.outcome for rs in results.values() for r in rs)
-    failing = []
-    for pk, rs in sorted(results.items(), key=lambda item: keys[item[0]]):
-        bad = [r for r in rs if r.outcome in FAILING_OUTCOMES]
-        if bad:
-            rule = infra_signature(bad[0].outcome, (culprit_of(bad[0]),))
-            failing.append(
-                FailingConfig(
-                    config=keys[pk],
-                    config_pk=pk,
-                    history_url=links.history(repo.name, keys[pk]),
-                    outcome=bad[0].outcome,
-                    message=first_message(bad),
-                    infra_rule=rule.name if rule else None,
-                )
-            )
+    return merge_runs(session=session, runs=runs)[0]
+
+
+def environments_of(*, session: Session, merged: MergedRun) -> list[EnvironmentFingerprint]:
+    """The stored environments the run's chosen shards ran on."""
     env_ids = {s.environment_id for s in merged.shards.values()}
-    envs = session.exec(
-        select(EnvironmentFingerprint).where(col(EnvironmentFingerprint.id).in_(env_ids))
-    ).all()
-    return RunSummary(
-        repository=repo.name,
-        run=merged.ref(repo.name, links),
-        attempts=[r.ci_attempt for r in merged.runs],
-        environments=[EnvironmentPublic.model_validate(e, from_attributes=True) for e in envs],
-        outcomes=dict(sorted(outcomes.items())),
-        configs=len(results),
-        failing=failing,
+    return list(
+        session.exec(
+            select(EnvironmentFingerprint).where(col(EnvironmentFingerprint.id).in_(env_ids))
+        ).all()
     )

@@ -16,12 +16,10 @@ from starlette.staticfiles import StaticFiles
 from cpci import urls
 from cpci.server.core.errors import ApiError
 from cpci.server.ui import landing
-from cpci.server.ui.digests import DigestCache
 from cpci.server.ui.routes import render, router
 
 
 def install_ui(app: FastAPI) -> None:
-    app.state.ui_digests = DigestCache()
     static = str(files("cpci.server").joinpath("static"))
     # Before the pages, or `/ui/{owner}/{repo}` would claim `/ui/static/ui.css`.
     app.mount(urls.static(""), StaticFiles(directory=static), name="ui-static")

@@ -8,8 +8,8 @@ from datetime import datetime, timezone
 from markupsafe import Markup
 
 from cpci.schema import FAILING_OUTCOMES
-from cpci.server.ui.models import ConfigOverview, Dashboard
 from cpci.server.ui.svg import Cell, Point, outcome_strip, scatter_plot
+from cpci.server.views.read_models import ConfigOverview, Dashboard
 
 KIND = {"pass": "ok", "fail": "fail", "mixed": "mixed", "skip": "skip"}
 

@@ -9,9 +9,9 @@ import pytest
 
 from cpci.schema.verdicts import quick_verdict
 from cpci.server.analysis.signatures import signature
-from cpci.server.ui.config_page import works_elsewhere
-from cpci.server.ui.models import PlaceStats
 from cpci.server.ui.svg import Cell, Point, nice_ticks, outcome_strip, scatter_plot
+from cpci.server.views.config_overview import works_elsewhere
+from cpci.server.views.read_models import PlaceStats
 
 
 def test_scatter_escapes_text_and_draws_one_mark_per_point() -> None:

@@ -1,4 +1,5 @@
-"""One CI run in full: its shards (reported or missing), the torchrun worlds each started, where
+"""One CI run, two views: the summary bots read (outcome counts, failing configs) and the run
+page in full: its shards (reported or missing), the torchrun worlds each started, where
 the time went, and its results filtered, sorted and paged in the database.
 
 World start-up (init) time comes from the runner: each result names its world and that world's
@@ -12,26 +13,34 @@ from __future__ import annotations
 import math
 from collections import Counter, defaultdict
 from collections.abc import Sequence
+from typing import TypedDict
 
 import sqlalchemy as sa
 from sqlmodel import Session, col, func, select
 
 from cpci import urls
-from cpci.schema import first_line
-from cpci.server.core.errors import NotFound
+from cpci.schema import FAILING_OUTCOMES, RunRef, first_line
+from cpci.server.analysis.infra import infra_signature
+from cpci.server.analysis.verdicts import culprit_of, first_message
 from cpci.server.crud.common import from_json, raw_json
-from cpci.server.crud.runs import MergedRun, merge_runs
-from cpci.server.models import (
-    Config,
-    EnvironmentFingerprint,
-    EnvironmentPublic,
-    Repository,
-    Result,
-    Run,
-    Shard,
-    as_utc,
+from cpci.server.crud.runs import (
+    MergedRun,
+    config_keys,
+    environments_of,
+    load_run,
+    results_of,
 )
-from cpci.server.ui.models import ResultRow, RunDetail, RunProvenance, ShardRow, Sort
+from cpci.server.models import Config, Repository, Result, Shard, as_utc
+from cpci.server.views.read_models import (
+    EnvironmentPublic,
+    FailingConfig,
+    ResultRow,
+    RunDetail,
+    RunProvenance,
+    RunSummary,
+    ShardRow,
+    Sort,
+)
 from cpci.urls import Links
 
 PER_PAGE = 100
@@ -48,6 +57,56 @@ _SORTS = {
 }
 
 
+def run_summary(*, session: Session, repo: Repository, ci_run_id: str, links: Links) -> RunSummary:
+    merged = load_run(session=session, repo=repo, ci_run_id=ci_run_id)
+    results = results_of(session=session, shards=merged.shards.values())
+    keys = config_keys(session=session, ids=results)
+    outcomes: Counter[str] = Counter(r.outcome for rs in results.values() for r in rs)
+    failing = []
+    for pk, rs in sorted(results.items(), key=lambda item: keys[item[0]]):
+        bad = [r for r in rs if r.outcome in FAILING_OUTCOMES]
+        if bad:
+            rule = infra_signature(bad[0].outcome, (culprit_of(bad[0]),))
+            failing.append(
+                FailingConfig(
+                    config=keys[pk],
+                    config_pk=pk,
+                    history_url=links.history(repo.name, keys[pk]),
+                    outcome=bad[0].outcome,
+                    message=first_message(bad),
+                    infra_rule=rule.name if rule else None,
+                )
+            )
+    return RunSummary(
+        **_header(session, repo, merged, links, outcomes),
+        configs=len(results),
+        failing=failing,
+    )
+
+
+class _Header(TypedDict):
+    """The fields of `RunHeader`, which both views of a run start with."""
+
+    repository: str
+    run: RunRef
+    attempts: list[int]
+    environments: list[EnvironmentPublic]
+    outcomes: dict[str, int]
+
+
+def _header(
+    session: Session, repo: Repository, merged: MergedRun, links: Links, outcomes: Counter[str]
+) -> _Header:
+    envs = environments_of(session=session, merged=merged)
+    return _Header(
+        repository=repo.name,
+        run=merged.ref(repo.name, links),
+        attempts=[r.ci_attempt for r in merged.runs],
+        environments=[EnvironmentPublic.model_validate(e, from_attributes=True) for e in envs],
+        outcomes=dict(sorted(outcomes.items())),
+    )
+
+
 def run_detail(
     *,
     session: Session,
@@ -60,12 +119,7 @@ def run_detail(
     page: int = 1,
     per_page: int = PER_PAGE,
 ) -> RunDetail:
-    runs = session.exec(
-        select(Run).where(Run.repository_id == repo.id, Run.ci_run_id == ci_run_id)
-    ).all()
-    if not runs:
-        raise NotFound(f"no run {ci_run_id!r} in {repo.name}: has any shard been uploaded?")
-    merged = merge_runs(session=session, runs=runs)[0]
+    merged = load_run(session=session, repo=repo, ci_run_id=ci_run_id)
     shards = _shards(session, merged)
     shard_ids = [s.id for s in merged.shards.values()]
     where: list[sa.ColumnElement[bool]] = [col(Result.shard_id).in_(shard_ids)]
@@ -101,17 +155,12 @@ def run_detail(
         )
         for key, outcome, duration, attempt, flaky, errors, batch, shard in rows
     ]  # fmt: skip
-    env_ids = {s.environment_id for s in merged.shards.values()}
-    envs = session.exec(
-        select(EnvironmentFingerprint).where(col(EnvironmentFingerprint.id).in_(env_ids))
-    ).all()
     total: Counter[str] = Counter()
     for s in shards:
         total.update(s.outcomes)
     first = merged.runs[0]
     return RunDetail(
-        repository=repo.name,
-        run=merged.ref(repo.name, links),
+        **_header(session, repo, merged, links, total),
         provenance=RunProvenance(
             via=first.upload_via,
             uploaded_by=first.uploaded_by,
@@ -120,10 +169,7 @@ def run_detail(
             workflow=first.upload_workflow,
             fork=first.fork,
         ),
-        attempts=[r.ci_attempt for r in merged.runs],
-        environments=[EnvironmentPublic.model_validate(e, from_attributes=True) for e in envs],
         shards=shards,
-        outcomes=dict(sorted(total.items())),
         worlds=sum(s.worlds for s in shards),
         timing_note=TIMING_NOTE,
         results=results,

@@ -26,17 +26,17 @@ from cpci.server.crud.common import from_json, raw_json
 from cpci.server.models import (
     Config,
     EnvironmentFingerprint,
-    EnvironmentPublic,
     Repository,
     Result,
     Run,
     Shard,
     as_utc,
 )
-from cpci.server.ui.digests import pass_rate
-from cpci.server.ui.models import (
+from cpci.server.shard_cache import pass_rate
+from cpci.server.views.read_models import (
     ConfigOverview,
     ConfigPoint,
+    EnvironmentPublic,
     PlaceStats,
     Signature,
     TimelineCell,

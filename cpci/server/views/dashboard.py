@@ -23,8 +23,8 @@ from cpci.server.crud.flaky import assess_configs
 from cpci.server.crud.pull_report import pull_request_report
 from cpci.server.crud.runs import MergedRun, config_keys, merge_runs
 from cpci.server.models import Repository, Result, Run, as_utc
-from cpci.server.ui.digests import DigestCache, repository_version
-from cpci.server.ui.models import Dashboard, FlakyRow, PullRow, RunRow, SlowRow
+from cpci.server.shard_cache import ShardCache, repository_version
+from cpci.server.views.read_models import Dashboard, FlakyRow, PullRow, RunRow, SlowRow
 from cpci.urls import Links
 
 TREND_RUNS = 50
@@ -73,7 +73,7 @@ def build_dashboard(
     branch: str | None,
     settings: Settings,
     links: Links,
-    cache: DigestCache,
+    cache: ShardCache,
 ) -> Dashboard:
     branch = branch or default_branch(session=session, repo=repo)
     merged = branch_runs(session=session, repo=repo, branch=branch, limit=TREND_RUNS)
@@ -96,9 +96,10 @@ def build_dashboard(
     assert repo.id is not None
     version = repository_version(session=session, repo_id=repo.id)
     flaky = cache.remember(
-        ("flaky", repo.id, branch, settings.flaky_window), version,
+        ("flaky", repo.id, branch, settings.flaky_window),
+        version,
         lambda: _flaky(session, repo, failed_in, settings, links),
-    )  # fmt: skip
+    )
     return Dashboard(
         repository=repo.name,
         branch=branch,
@@ -152,7 +153,7 @@ def _slowest(session: Session, repo: Repository, newest: MergedRun) -> list[Slow
 
 
 def _pulls(
-    session: Session, repo: Repository, cache: DigestCache, settings: Settings, links: Links
+    session: Session, repo: Repository, cache: ShardCache, settings: Settings, links: Links
 ) -> list[PullRow]:
     newest = func.max(Run.id)
     latest_ids = [
@@ -182,6 +183,7 @@ def _pulls(
                 number=number,
                 settings=settings,
                 links=links,
+                cache=cache,
             ),
         )
         counts = report.counts.by_verdict

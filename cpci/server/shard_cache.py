@@ -1,17 +1,28 @@
-"""Per-shard outcome digests, remembered: the dashboard's trend needs tens of thousands of rows.
+"""What the service remembers of stored shards: one cache per app, shared by every view.
 
 A stored shard never changes (a re-upload with other content is refused, a rerun is a new
-attempt with new shards), so its digest (outcome counts, failing config ids) can be kept for as
-long as the process lives. Each app keeps its own bounded cache; replicas each warm their own.
+attempt with new shards), so whatever is read from a known set of shards stays true for that set
+for as long as the process lives: a new upload makes a new set, never a stale entry. Three kinds
+of value are kept, each in its own bounded least-recently-used store:
+
+- a digest per shard (outcome counts, failing config ids): the dashboard's trend sums tens of
+  thousands of results this way;
+- a value per (kind, set of shard ids), read by `load()` from those shards alone: the PR report's
+  baseline (the base run's results, the base branch's timings) is the same for every pull request
+  on that base;
+- a value per key at a repository version (the newest shard id), for work only a new upload can
+  change, like the flakiness of recent failures or a PR's quick verdict.
+
+`create_app` makes one and keeps it on `app.state.shard_cache`; replicas each warm their own.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import sqlalchemy as sa
 from sqlmodel import Session, col, func, select
@@ -21,10 +32,16 @@ from cpci.server.analysis.observations import PASSING_OUTCOMES
 from cpci.server.crud.common import chunks
 from cpci.server.models import Result, Run, Shard
 
+#: Shard digests kept: one is a few hundred bytes.
 MAX_SHARDS = 20_000
+#: Values by shard set kept: one is a few MB for a 10,000-config baseline.
+MAX_SHARD_SETS = 16
+#: Values by key kept (per repository, branch, pull request).
 MAX_KEYS = 256
 
 T = TypeVar("T")
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
 
 
 @dataclass(frozen=True)
@@ -68,32 +85,62 @@ def repository_version(*, session: Session, repo_id: int) -> int:
     return int(newest or 0)
 
 
-class DigestCache:
-    """Shard id -> digest, least recently used dropped first; safe across request threads.
+class _Lru(Generic[K, V]):
+    """A bounded mapping, least recently used out first; safe across request threads."""
 
-    Also remembers derived values per key at a repository version (`remember`), for work
-    like the flakiness of recent failures that only a new upload can change.
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._items: OrderedDict[K, V] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: K) -> V | None:
+        """The value kept for `key`, None when none is (so a stored value is never None)."""
+        with self._lock:
+            value = self._items.get(key)
+            if value is not None:
+                self._items.move_to_end(key)
+            return value
+
+    def put_all(self, items: Mapping[K, V]) -> None:
+        with self._lock:
+            for key, value in items.items():
+                self._items[key] = value
+                self._items.move_to_end(key)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+
+
+class ShardCache:
+    """Digests by shard id, values by set of shard ids, values by key at a repository version.
+
+    Loads run outside the locks: two threads may both load the same value, and agree.
     """
 
-    def __init__(self, max_shards: int = MAX_SHARDS) -> None:
-        self._max = max_shards
-        self._items: OrderedDict[int, ShardDigest] = OrderedDict()
-        self._derived: OrderedDict[Hashable, tuple[int, Any]] = OrderedDict()
-        self._lock = threading.Lock()
+    def __init__(self, max_shards: int = MAX_SHARDS, max_shard_sets: int = MAX_SHARD_SETS) -> None:
+        self._digests: _Lru[int, ShardDigest] = _Lru(max_shards)
+        self._shard_sets: _Lru[tuple[str, tuple[int, ...]], Any] = _Lru(max_shard_sets)
+        self._derived: _Lru[Hashable, tuple[int, Any]] = _Lru(MAX_KEYS)
 
     def remember(self, key: Hashable, version: int, compute: Callable[[], T]) -> T:
         """`compute()`'s value for `key`, recomputed only when `version` changed."""
-        with self._lock:
-            known = self._derived.get(key)
+        known = self._derived.get(key)
         if known is not None and known[0] == version:
             value: T = known[1]
             return value
         value = compute()
-        with self._lock:
-            self._derived[key] = (version, value)
-            self._derived.move_to_end(key)
-            while len(self._derived) > MAX_KEYS:
-                self._derived.popitem(last=False)
+        self._derived.put_all({key: (version, value)})
+        return value
+
+    def of_shards(self, kind: str, shard_ids: Iterable[int], load: Callable[[], T]) -> T:
+        """The value of `load()`, which must read only the shards `shard_ids` (and must not be
+        mutated by callers: it is shared)."""
+        key = (kind, tuple(sorted(shard_ids)))
+        known = self._shard_sets.get(key)
+        if known is not None:
+            found: T = known
+            return found
+        value = load()
+        self._shard_sets.put_all({key: value})
         return value
 
     def tally(self, *, session: Session, shard_ids: Iterable[int]) -> Tally:
@@ -108,19 +155,18 @@ class DigestCache:
         return Tally(dict(sorted(outcomes.items())), frozenset(failing), frozenset(flaky))
 
     def digests(self, *, session: Session, shard_ids: Iterable[int]) -> dict[int, ShardDigest]:
-        wanted = sorted(set(shard_ids))
-        with self._lock:
-            found = {i: self._items[i] for i in wanted if i in self._items}
-            for i in found:
-                self._items.move_to_end(i)
-        missing = [i for i in wanted if i not in found]
+        found: dict[int, ShardDigest] = {}
+        missing = []
+        for i in sorted(set(shard_ids)):
+            digest = self._digests.get(i)
+            if digest is None:
+                missing.append(i)
+            else:
+                found[i] = digest
         if missing:
             loaded = _load(session, missing)
             found.update(loaded)
-            with self._lock:
-                self._items.update(loaded)
-                while len(self._items) > self._max:
-                    self._items.popitem(last=False)
+            self._digests.put_all(loaded)
         return found
 
 
@@ -132,10 +178,12 @@ def _load(session: Session, shard_ids: list[int]) -> dict[int, ShardDigest]:
     for chunk in chunks(shard_ids):
         rows = connection.execute(
             sa.select(
-                col(Result.shard_id), col(Result.config_id), col(Result.outcome),
+                col(Result.shard_id),
+                col(Result.config_id),
+                col(Result.outcome),
                 col(Result.flaky),
             ).where(col(Result.shard_id).in_(chunk))
-        )  # fmt: skip
+        )
         for shard_id, config_id, outcome, was_flaky in rows:
             outcomes[shard_id][outcome] += 1
             if outcome in FAILING_OUTCOMES:

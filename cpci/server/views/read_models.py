@@ -1,7 +1,9 @@
-"""The web UI's read models: what each page shows, also served as JSON by the API (its twin).
+"""The service's read models (views): what each read endpoint and each page returns.
 
-The HTML pages render exactly these objects, so a script reading the JSON twin sees the same
-numbers a person sees; plots are drawn from them and nothing else.
+The API's JSON and the web UI's HTML are two renderings of these same objects, so a script
+reading the JSON twin of a page sees the numbers a person sees; plots are drawn from them and
+nothing else. The PR report, and the run references and flakiness evidence it shares with these,
+are wire types (`cpci.schema`): the GitHub bot and the Action read those too.
 """
 
 from __future__ import annotations
@@ -12,8 +14,85 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from cpci.github.consistency import ConsistencyResult
-from cpci.schema import PullRequestReport, QuickVerdict, RunRef, ShardProgress
-from cpci.server.models import EnvironmentPublic
+from cpci.schema import (
+    Environment,
+    FlakinessAssessment,
+    PullRequestReport,
+    QuickVerdict,
+    RunLink,
+    RunRef,
+    ShardProgress,
+)
+
+
+class EnvironmentPublic(Environment):
+    """A stored environment as readers see it: the uploaded fingerprint and its row id (which
+    history entries and shard rows name)."""
+
+    id: int
+
+
+class RunHeader(BaseModel):
+    """What every view of one CI run (attempts merged) starts with."""
+
+    repository: str
+    run: RunRef
+    attempts: list[int]
+    environments: list[EnvironmentPublic]
+    outcomes: dict[str, int]
+
+
+class FailingConfig(BaseModel):
+    config: str
+    config_pk: int
+    history_url: str
+    outcome: str
+    message: str | None
+    infra_rule: str | None
+
+
+class RunSummary(RunHeader):
+    """A run for bots: its outcome counts and failing configs (the API's run endpoint)."""
+
+    configs: int
+    failing: list[FailingConfig] = Field(description="failing configs, not compared to a base")
+
+
+class HistoryEntry(BaseModel):
+    result_id: int
+    outcome: str
+    duration_s: float
+    attempt: int
+    flaky: bool
+    metrics: dict[str, float]
+    rank_errors: list[dict[str, Any]]
+    environment_id: int
+    run: RunLink
+    pull_request: int | None
+    branch: str | None
+    uploaded_at: datetime
+
+
+class HistoryPage(BaseModel):
+    repository: str
+    config: str
+    config_pk: int
+    params: dict[str, Any]
+    entries: list[HistoryEntry]
+    next_cursor: int | None = Field(description="pass as ?before= for the next (older) page")
+
+
+class FlakyConfig(BaseModel):
+    config: str
+    config_pk: int
+    history_url: str
+    assessment: FlakinessAssessment
+
+
+class FlakyList(BaseModel):
+    repository: str
+    window_runs: int
+    configs: list[FlakyConfig]
 
 
 class RunRow(BaseModel):
@@ -178,14 +257,11 @@ class RunProvenance(BaseModel):
     fork: bool = Field(description="uploaded by the allow-listed fork-results workflow")
 
 
-class RunDetail(BaseModel):
-    repository: str
-    run: RunRef
+class RunDetail(RunHeader):
+    """A run for people: shards, worlds, timings and a page of its results (the run page)."""
+
     provenance: RunProvenance
-    attempts: list[int]
-    environments: list[EnvironmentPublic]
     shards: list[ShardRow]
-    outcomes: dict[str, int]
     worlds: int
     timing_note: str
     results: list[ResultRow]

@@ -1,0 +1,96 @@
+"""Each page's view as a dependency: its query parameters declared once, for both renderings.
+
+A page's JSON twin (`api/routes/pages.py`) returns the view and its HTML page (`ui/routes.py`)
+renders it; both take the view from here, so the two cannot drift apart in what they accept or
+what they show.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Query
+
+from cpci.schema import Outcome
+from cpci.server.api.deps import (
+    LinksDep,
+    PullNumber,
+    ReadableRepoDep,
+    SessionDep,
+    SettingsDep,
+    ShardCacheDep,
+)
+from cpci.server.views.config_overview import config_overview
+from cpci.server.views.dashboard import build_dashboard
+from cpci.server.views.pull_page import pull_page
+from cpci.server.views.read_models import ConfigOverview, Dashboard, PullPage, RunDetail, Sort
+from cpci.server.views.run import PER_PAGE, run_detail
+
+
+def dashboard_view(
+    repository: ReadableRepoDep,
+    session: SessionDep,
+    settings: SettingsDep,
+    links: LinksDep,
+    cache: ShardCacheDep,
+    branch: Annotated[str | None, Query(description="default: the most used branch")] = None,
+) -> Dashboard:
+    return build_dashboard(
+        session=session, repo=repository, branch=branch, settings=settings, links=links, cache=cache
+    )
+
+
+def config_view(
+    repository: ReadableRepoDep,
+    session: SessionDep,
+    key: Annotated[str, Query(alias="config", min_length=1, description="NODEID@WORLD_SIZE")],
+) -> ConfigOverview:
+    return config_overview(session=session, repo=repository, key=key)
+
+
+def run_view(
+    repository: ReadableRepoDep,
+    session: SessionDep,
+    links: LinksDep,
+    ci_run_id: str,
+    outcome: Annotated[list[Outcome], Query()] = [],  # noqa: B006
+    q: Annotated[str, Query(max_length=200, description="part of the config id")] = "",
+    sort: Sort = "config",
+    page: Annotated[int, Query(ge=1)] = 1,
+    per_page: Annotated[int, Query(ge=1, le=1000)] = PER_PAGE,
+) -> RunDetail:
+    return run_detail(
+        session=session,
+        repo=repository,
+        ci_run_id=ci_run_id,
+        links=links,
+        outcomes=outcome,
+        query=q,
+        sort=sort,
+        page=page,
+        per_page=per_page,
+    )
+
+
+def pull_view(
+    repository: ReadableRepoDep,
+    session: SessionDep,
+    settings: SettingsDep,
+    links: LinksDep,
+    cache: ShardCacheDep,
+    number: PullNumber,
+) -> PullPage:
+    return pull_page(
+        session=session,
+        repo=repository,
+        number=number,
+        settings=settings,
+        links=links,
+        cache=cache,
+    )
+
+
+DashboardView = Annotated[Dashboard, Depends(dashboard_view)]
+ConfigView = Annotated[ConfigOverview, Depends(config_view)]
+RunView = Annotated[RunDetail, Depends(run_view)]
+PullView = Annotated[PullPage, Depends(pull_view)]
