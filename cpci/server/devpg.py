@@ -49,10 +49,22 @@ def throwaway_postgres(bindir: Path) -> Iterator[str]:
     pg_ctl = [*prefix, str(bindir / "pg_ctl"), "-D", str(data)]
     try:
         subprocess.run(
-            [*prefix, str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust",
-             "-E", "UTF8", "--no-sync"],
-            check=True, capture_output=True,
-        )  # fmt: skip
+            [
+                *prefix,
+                str(bindir / "initdb"),
+                "-D",
+                str(data),
+                "-U",
+                "postgres",
+                "-A",
+                "trust",
+                "-E",
+                "UTF8",
+                "--no-sync",
+            ],
+            check=True,
+            capture_output=True,
+        )
         port = free_port()
         options = (
             f"-c listen_addresses=127.0.0.1 -p {port} -k {root} -c fsync=off "
@@ -60,8 +72,9 @@ def throwaway_postgres(bindir: Path) -> Iterator[str]:
         )
         subprocess.run(
             [*pg_ctl, "-o", options, "-l", str(root / "log"), "-w", "-t", "60", "start"],
-            check=True, capture_output=True,
-        )  # fmt: skip
+            check=True,
+            capture_output=True,
+        )
         yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
     finally:
         subprocess.run([*pg_ctl, "-m", "immediate", "stop"], capture_output=True)

@@ -47,7 +47,7 @@ V = TypeVar("V")
 @dataclass(frozen=True)
 class ShardDigest:
     outcomes: Counter[str]
-    failing: frozenset[int]  # config ids
+    failing: frozenset[int]  # config row ids (pks)
     rerun_flaky: frozenset[int]  # failed, then passed on a rerun
 
 
@@ -184,12 +184,12 @@ def _load(session: Session, shard_ids: list[int]) -> dict[int, ShardDigest]:
                 col(Result.flaky),
             ).where(col(Result.shard_id).in_(chunk))
         )
-        for shard_id, config_id, outcome, was_flaky in rows:
+        for shard_id, config_pk, outcome, was_flaky in rows:
             outcomes[shard_id][outcome] += 1
             if outcome in FAILING_OUTCOMES:
-                failing[shard_id].add(config_id)
+                failing[shard_id].add(config_pk)
             if was_flaky:
-                flaky[shard_id].add(config_id)
+                flaky[shard_id].add(config_pk)
     return {
         i: ShardDigest(outcomes[i], frozenset(failing[i]), frozenset(flaky[i])) for i in shard_ids
     }

@@ -211,7 +211,7 @@ def test_observations_are_each_configs_latest_window_oldest_first(
         ids = dict(session.exec(select(Config.key, Config.id)).all())
         wanted = [ids[config("flaky")], ids[config("new")]]
         seen = observations(
-            session=session, repo_name=REPO, config_ids=wanted, window=3,
+            session=session, repo_name=REPO, config_pks=wanted, window=3,
             links=Links("https://github.com"), exclude_commit=sha(MAIN_RUNS),
         )  # fmt: skip
     for pk in wanted:  # the newest three runs, leaving out the excluded commit's

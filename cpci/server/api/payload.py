@@ -59,9 +59,14 @@ def _check_versions(raw: bytes) -> None:
         return  # the validation error already says the body is not JSON
     except RecursionError:
         raise InvalidPayload(
-            [{"loc": [], "msg": "the JSON nests too deeply to be a cpci.run/1 upload",
-              "type": "json_too_deep"}]
-        ) from None  # fmt: skip
+            [
+                {
+                    "loc": [],
+                    "msg": "the JSON nests too deeply to be a cpci.run/1 upload",
+                    "type": "json_too_deep",
+                }
+            ]
+        ) from None
     if not isinstance(data, dict):
         return
     schema = data.get("schema", SUPPORTED_RUN_SCHEMAS[0])

@@ -59,7 +59,7 @@ def flaky_configs(
         )
     chosen = sorted(candidates)[:MAX_CANDIDATES]
     found = assess_configs(
-        session=session, repo=repo, config_ids=chosen, settings=settings, links=links
+        session=session, repo=repo, config_pks=chosen, settings=settings, links=links
     )
     return FlakyList(repository=repo.name, window_runs=window_runs, configs=found)
 
@@ -68,23 +68,24 @@ def assess_configs(
     *,
     session: Session,
     repo: Repository,
-    config_ids: Sequence[int],
+    config_pks: Sequence[int],
     settings: Settings,
     links: Links,
 ) -> list[FlakyConfig]:
-    """The flaky ones among `config_ids`, with evidence, strongest first (also the web UI's
-    dashboard, which picks its candidates from the failures of its branch's recent runs)."""
+    """The flaky ones among `config_pks` (config row ids), with evidence, strongest first (also
+    the web UI's dashboard, which picks its candidates from the failures of its branch's recent
+    runs)."""
     histories = observations(
         session=session,
         repo_name=repo.name,
-        config_ids=config_ids,
+        config_pks=config_pks,
         window=settings.flaky_window,
         links=links,
     )
     policy = flakiness_policy(settings)
-    keys = config_keys(session=session, ids=config_ids)
+    keys = config_keys(session=session, ids=config_pks)
     found = []
-    for pk in config_ids:
+    for pk in config_pks:
         assessment = assess_flakiness(histories.get(pk, []), policy)
         if assessment.flaky:
             found.append(

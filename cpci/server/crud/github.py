@@ -171,8 +171,10 @@ def save_pull_state(*, session: Session, repository: str, number: int, state: Pu
         repository=repository, pull_request=number, head_sha=state.head_sha
     )
     row.head_sha, row.comment_id, row.check_run_id = (
-        state.head_sha, state.comment_id, state.check_run_id,
-    )  # fmt: skip
+        state.head_sha,
+        state.comment_id,
+        state.check_run_id,
+    )
     row.consistency = state.consistency.model_dump(mode="json") if state.consistency else None
     row.updated_at = utcnow()
     session.add(row)
@@ -184,10 +186,11 @@ def pulls_for_commit(*, session: Session, repository: str, commit: str) -> list[
     numbers = session.exec(
         select(Run.pull_request)
         .join(Repository, col(Repository.id) == col(Run.repository_id))
-        .where(Repository.name == repository, Run.commit == commit,
-               col(Run.pull_request).is_not(None))
+        .where(
+            Repository.name == repository, Run.commit == commit, col(Run.pull_request).is_not(None)
+        )
         .distinct()
-    ).all()  # fmt: skip
+    ).all()
     return sorted(n for n in numbers if n is not None)
 
 

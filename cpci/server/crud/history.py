@@ -40,17 +40,27 @@ def config_history(
     # Named columns, not entities: a page is read on every click of the UI and by bots.
     query = (
         sa.select(
-            col(Result.id), col(Result.outcome), col(Result.duration_s), col(Result.attempt),
-            col(Result.flaky), col(Result.metrics), col(Result.rank_errors),
-            col(Result.environment_id), col(Run.ci_run_id), col(Run.ci_attempt), col(Run.commit),
-            col(Run.pull_request), col(Run.branch), col(Shard.uploaded_at),
+            col(Result.id),
+            col(Result.outcome),
+            col(Result.duration_s),
+            col(Result.attempt),
+            col(Result.flaky),
+            col(Result.metrics),
+            col(Result.rank_errors),
+            col(Result.environment_id),
+            col(Run.ci_run_id),
+            col(Run.ci_attempt),
+            col(Run.commit),
+            col(Run.pull_request),
+            col(Run.branch),
+            col(Shard.uploaded_at),
         )
         .join(Run, col(Result.run_id) == Run.id)
         .join(Shard, col(Result.shard_id) == Shard.id)
         .where(col(Result.config_id) == config.id)
         .order_by(col(Result.id).desc())
         .limit(limit + 1)
-    )  # fmt: skip
+    )
     if before is not None:
         query = query.where(col(Result.id) < before)
     rows = session.connection().execute(query).all()
@@ -86,7 +96,7 @@ def observations(
     *,
     session: Session,
     repo_name: str,
-    config_ids: Sequence[int],
+    config_pks: Sequence[int],
     window: int,
     links: Links,
     exclude_commit: str | None = None,
@@ -114,13 +124,13 @@ def observations(
         "ORDER BY r.id DESC LIMIT ?) AS latest_{n}"
     )
     run_links: dict[tuple[str, int, str], RunLink] = {}  # many configs share each run
-    for chunk in chunks(list(config_ids), PER_STATEMENT):
+    for chunk in chunks(list(config_pks), PER_STATEMENT):
         # Built as text: SQLAlchemy constructs for a hundred subqueries cost more than the query.
         sql = " UNION ALL ".join(latest.format(n=n) for n in range(len(chunk))) + " ORDER BY 1"
-        params = [v for config_id in chunk for v in (config_id, *also, window)]
+        params = [v for config_pk in chunk for v in (config_pk, *also, window)]
         rows = fetch_rows(session, sql, *params)
         for row in rows:
-            _, config_id, env_id, outcome, flaky, errors, run_id, ci_run_id, attempt, commit, pr = (
+            _, config_pk, env_id, outcome, flaky, errors, run_id, ci_run_id, attempt, commit, pr = (
                 row
             )
             link = run_links.get((ci_run_id, attempt, commit))
@@ -128,7 +138,7 @@ def observations(
                 link = _link(ci_run_id, attempt, commit, repo_name, links)
                 run_links[(ci_run_id, attempt, commit)] = link
             failed = outcome in FAILING_OUTCOMES and errors is not None
-            out[config_id].append(
+            out[config_pk].append(
                 Observation(
                     run=link,
                     run_id=run_id,

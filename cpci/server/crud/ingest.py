@@ -27,9 +27,19 @@ from cpci.server.crud.repos import bind_github_id, ensure_environment, ensure_re
 from cpci.server.models import Config, Result, Run, Shard, utcnow
 
 RESULT_COLUMNS = (
-    "run_id", "shard_id", "config_id", "environment_id", "outcome", "duration_s", "attempt",
-    "flaky", "isolation", "rank_errors", "metrics", "batch",
-)  # fmt: skip
+    "run_id",
+    "shard_id",
+    "config_id",
+    "environment_id",
+    "outcome",
+    "duration_s",
+    "attempt",
+    "flaky",
+    "isolation",
+    "rank_errors",
+    "metrics",
+    "batch",
+)
 CONFIG_COLUMNS = ("repository_id", "key", "nodeid", "world_size", "params")
 
 #: Run fields every shard of a run must agree on.
@@ -106,16 +116,25 @@ def ingest_shard(
     session.flush()
     assert shard.id is not None
     keys = [r.config_id for r in envelope.results]
-    config_ids = _ensure_configs(session=session, repo_id=repo_id, envelope=envelope, keys=keys)
+    config_pks = _ensure_configs(session=session, repo_id=repo_id, envelope=envelope, keys=keys)
     run_id, shard_id = run.id, shard.id  # plain ints: ORM attributes cost per access
     rows = [
         (
-            run_id, shard_id, config_ids[key], env_id, r.outcome, r.duration_s, r.attempt,
-            r.flaky, r.isolation, json_text(r.rank_errors), json_text(r.metrics),
+            run_id,
+            shard_id,
+            config_pks[key],
+            env_id,
+            r.outcome,
+            r.duration_s,
+            r.attempt,
+            r.flaky,
+            r.isolation,
+            json_text(r.rank_errors),
+            json_text(r.metrics),
             json_text(r.batch),
         )
         for key, r in zip(keys, envelope.results, strict=True)
-    ]  # fmt: skip
+    ]
     bulk_insert(session=session, model=Result, columns=RESULT_COLUMNS, rows=rows)
     return Ingested("stored", run_id, shard_id, len(rows))
 
@@ -173,8 +192,8 @@ def _ensure_run(
 def _ensure_configs(
     *, session: Session, repo_id: int, envelope: RunEnvelope, keys: Sequence[str]
 ) -> dict[str, int]:
-    """Config ids by key (`keys[i]` is result i's), creating the configs not seen before."""
-    ids = _config_ids(session, repo_id, dict.fromkeys(keys))
+    """Config row ids by key (`keys[i]` is result i's), creating the configs not seen before."""
+    ids = _config_pks(session, repo_id, dict.fromkeys(keys))
     missing: dict[str, tuple[Any, ...]] = {}
     for key, r in zip(keys, envelope.results, strict=True):
         if key not in ids and key not in missing:
@@ -187,15 +206,17 @@ def _ensure_configs(
             rows=list(missing.values()),
             on_conflict_ignore=["repository_id", "key"],
         )
-        ids.update(_config_ids(session, repo_id, missing))
+        ids.update(_config_pks(session, repo_id, missing))
     return ids
 
 
-def _config_ids(session: Session, repo_id: int, keys: Iterable[str]) -> dict[str, int]:
+def _config_pks(session: Session, repo_id: int, keys: Iterable[str]) -> dict[str, int]:
     """One query however many keys (a chunked IN list costs a statement per few hundred)."""
     member, values = one_of(session, keys)
     rows = fetch_rows(
-        session, f"SELECT key, id FROM config WHERE repository_id = ? AND key{member}", repo_id,
+        session,
+        f"SELECT key, id FROM config WHERE repository_id = ? AND key{member}",
+        repo_id,
         values,
-    )  # fmt: skip
+    )
     return dict(rows)

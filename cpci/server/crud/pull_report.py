@@ -155,7 +155,7 @@ def _inputs(
     histories = observations(
         session=session,
         repo_name=repo.name,
-        config_ids=failing,
+        config_pks=failing,
         window=settings.flaky_window,
         links=links,
         exclude_commit=latest.commit,

@@ -104,10 +104,18 @@ def config_overview(
 def _rows(session: Session, config_pk: int, limit: int) -> list[_Row]:
     query = (
         sa.select(
-            col(Result.id), col(Result.outcome), col(Result.duration_s), col(Result.flaky),
-            raw_json(col(Result.metrics)), raw_json(col(Result.rank_errors)),
-            col(Result.environment_id), col(Run.ci_run_id), col(Run.commit), col(Run.branch),
-            col(Run.pull_request), col(Shard.runner_name),
+            col(Result.id),
+            col(Result.outcome),
+            col(Result.duration_s),
+            col(Result.flaky),
+            raw_json(col(Result.metrics)),
+            raw_json(col(Result.rank_errors)),
+            col(Result.environment_id),
+            col(Run.ci_run_id),
+            col(Run.commit),
+            col(Run.branch),
+            col(Run.pull_request),
+            col(Shard.runner_name),
             sa.func.coalesce(col(Shard.started_at), col(Shard.uploaded_at)),
         )
         .join(Run, col(Result.run_id) == col(Run.id))
@@ -115,19 +123,27 @@ def _rows(session: Session, config_pk: int, limit: int) -> list[_Row]:
         .where(col(Result.config_id) == config_pk)
         .order_by(col(Result.id).desc())
         .limit(limit)
-    )  # fmt: skip
+    )
     out = []
     for row in session.connection().execute(query):
         errors = from_json(row[5]) if row[5] is not None else []
         out.append(
             _Row(
-                result_id=row[0], outcome=row[1], duration_s=row[2], flaky=bool(row[3]),
+                result_id=row[0],
+                outcome=row[1],
+                duration_s=row[2],
+                flaky=bool(row[3]),
                 metrics=from_json(row[4]) if row[4] is not None else {},
                 messages=tuple(str(e.get("message", "")) for e in errors or ()),
-                environment_id=row[6], ci_run_id=row[7], commit=row[8], branch=row[9],
-                pull_request=row[10], runner=row[11], when=as_utc(row[12]),
+                environment_id=row[6],
+                ci_run_id=row[7],
+                commit=row[8],
+                branch=row[9],
+                pull_request=row[10],
+                runner=row[11],
+                when=as_utc(row[12]),
             )
-        )  # fmt: skip
+        )
     out.reverse()
     return out
 

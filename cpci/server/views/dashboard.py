@@ -115,7 +115,7 @@ def _flaky(
 ) -> list[FlakyRow]:
     chosen = [pk for pk, _ in failed_in.most_common(FLAKY_CANDIDATES)]
     found = assess_configs(
-        session=session, repo=repo, config_ids=chosen, settings=settings, links=links
+        session=session, repo=repo, config_pks=chosen, settings=settings, links=links
     )
     return [
         FlakyRow(

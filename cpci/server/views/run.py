@@ -135,8 +135,13 @@ def run_detail(
     order = _SORTS[sort.lstrip("-")]
     rows = session.connection().execute(
         sa.select(
-            col(Config.key), col(Result.outcome), col(Result.duration_s), col(Result.attempt),
-            col(Result.flaky), raw_json(col(Result.rank_errors)), raw_json(col(Result.batch)),
+            col(Config.key),
+            col(Result.outcome),
+            col(Result.duration_s),
+            col(Result.attempt),
+            col(Result.flaky),
+            raw_json(col(Result.rank_errors)),
+            raw_json(col(Result.batch)),
             col(Shard.shard_index),
         )
         .join(Config, col(Result.config_id) == col(Config.id))
@@ -145,16 +150,21 @@ def run_detail(
         .order_by(order.desc() if sort.startswith("-") else order, col(Result.id))
         .offset((page - 1) * per_page)
         .limit(per_page)
-    )  # fmt: skip
+    )
     results = [
         ResultRow(
-            config=key, outcome=outcome, duration_s=duration, attempt=attempt, flaky=bool(flaky),
+            config=key,
+            outcome=outcome,
+            duration_s=duration,
+            attempt=attempt,
+            flaky=bool(flaky),
             message=_first_message(from_json(errors) if errors is not None else None),
             batch=_batch_label(from_json(batch) if batch is not None else None),
-            shard=shard, page_url=urls.config(repo.name, key),
+            shard=shard,
+            page_url=urls.config(repo.name, key),
         )
         for key, outcome, duration, attempt, flaky, errors, batch, shard in rows
-    ]  # fmt: skip
+    ]
     total: Counter[str] = Counter()
     for s in shards:
         total.update(s.outcomes)
@@ -191,10 +201,12 @@ def _shards(session: Session, merged: MergedRun) -> list[ShardRow]:
     ids = [s.id for s in merged.shards.values()]
     rows = session.connection().execute(
         sa.select(
-            col(Result.shard_id), col(Result.outcome), col(Result.duration_s),
+            col(Result.shard_id),
+            col(Result.outcome),
+            col(Result.duration_s),
             raw_json(col(Result.batch)),
         ).where(col(Result.shard_id).in_(ids))
-    )  # fmt: skip
+    )
     for shard_id, outcome, duration, batch in rows:
         outcomes[shard_id][outcome] += 1
         test_s[shard_id] += duration
@@ -209,11 +221,24 @@ def _shards(session: Session, merged: MergedRun) -> list[ShardRow]:
         if shard is None or shard.id is None:
             out.append(
                 ShardRow(
-                    leg=leg, index=index, state="missing", attempt=None, runner=None, labels=[],
-                    environment_id=None, started_at=None, ended_at=None, wall_s=None,
-                    init_s=None, test_s=0.0, other_s=None, worlds=0, results=0, outcomes={},
+                    leg=leg,
+                    index=index,
+                    state="missing",
+                    attempt=None,
+                    runner=None,
+                    labels=[],
+                    environment_id=None,
+                    started_at=None,
+                    ended_at=None,
+                    wall_s=None,
+                    init_s=None,
+                    test_s=0.0,
+                    other_s=None,
+                    worlds=0,
+                    results=0,
+                    outcomes={},
                 )
-            )  # fmt: skip
+            )
             continue
         started = as_utc(shard.started_at) if shard.started_at else None
         ended = as_utc(shard.ended_at) if shard.ended_at else None

@@ -145,9 +145,11 @@ def _receipt(
     session: Session, envelope: RunEnvelope, done: Ingested, links: Links
 ) -> UploadReceipt:
     runs = session.exec(
-        select(Run).where(Run.repository_id == session.get_one(Run, done.run_id).repository_id,
-                          Run.ci_run_id == envelope.ci_run_id)
-    ).all()  # fmt: skip
+        select(Run).where(
+            Run.repository_id == session.get_one(Run, done.run_id).repository_id,
+            Run.ci_run_id == envelope.ci_run_id,
+        )
+    ).all()
     merged = merge_runs(session=session, runs=runs)[0]
     return UploadReceipt(
         status=done.status,
