@@ -27,9 +27,13 @@ def main() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         run = run_chaos(
-            Path(tmp), configs=args.configs, faults=args.faults, seed=args.seed,
-            timeout_s=args.timeout, deadline_s=1800,
-        )  # fmt: skip
+            Path(tmp),
+            configs=args.configs,
+            faults=args.faults,
+            seed=args.seed,
+            timeout_s=args.timeout,
+            deadline_s=1800,
+        )
     kinds = Counter(f.kind for f in run.plan.values())
     worlds = next((ln for ln in run.stdout.splitlines() if "world(s) started" in ln), "?")
     print(f"seed {args.seed}: {args.configs} configs, faults planned {dict(kinds)}")

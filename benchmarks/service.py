@@ -35,8 +35,20 @@ from cpci.server.devpg import find_binaries, free_port, throwaway_postgres
 
 SHARDS, PER_SHARD = 10, 5_000
 PR_CONFIGS, BASE_RUNS = 10_000, 5
-COLUMNS = ("run_id", "shard_id", "config_id", "environment_id", "outcome", "duration_s",
-           "attempt", "flaky", "isolation", "rank_errors", "metrics", "batch")  # fmt: skip
+COLUMNS = (
+    "run_id",
+    "shard_id",
+    "config_id",
+    "environment_id",
+    "outcome",
+    "duration_s",
+    "attempt",
+    "flaky",
+    "isolation",
+    "rank_errors",
+    "metrics",
+    "batch",
+)
 
 
 def record(i: int, outcome: str = "passed", duration: float = 1.0) -> dict[str, Any]:
@@ -49,13 +61,21 @@ def record(i: int, outcome: str = "passed", duration: float = 1.0) -> dict[str, 
     }
 
 
-def envelope(repo: str, run: str, commit: str, shard: int, total: int, results: list[Any],
-             **extra: Any) -> bytes:  # fmt: skip
+def envelope(
+    repo: str, run: str, commit: str, shard: int, total: int, results: list[Any], **extra: Any
+) -> bytes:
     body = {
-        "schema": "cpci.run/1", "repository": repo, "commit": commit, "branch": "main",
-        "ci_run_id": run, "shard_index": shard, "shard_total": total,
-        "environment": {"torch": "2.4.0", "gpu": "H100"}, "results": results, **extra,
-    }  # fmt: skip
+        "schema": "cpci.run/1",
+        "repository": repo,
+        "commit": commit,
+        "branch": "main",
+        "ci_run_id": run,
+        "shard_index": shard,
+        "shard_total": total,
+        "environment": {"torch": "2.4.0", "gpu": "H100"},
+        "results": results,
+        **extra,
+    }
     return json.dumps(body).encode()
 
 
@@ -96,10 +116,11 @@ def bench_ingest(
     # Ten CI runs of the same 5,000 configs: the first upload creates them, the rest find them,
     # as in a repository's steady state.
     bodies = [
-        envelope("bench/ingest", f"r{s}", f"{s + 1:040x}", 0, 1,
-                 [record(i) for i in range(PER_SHARD)])
+        envelope(
+            "bench/ingest", f"r{s}", f"{s + 1:040x}", 0, 1, [record(i) for i in range(PER_SHARD)]
+        )
         for s in range(SHARDS)
-    ]  # fmt: skip
+    ]
     headers = {"Authorization": f"Bearer {token}", "content-type": "application/json"}
     with httpx.Client(base_url=base, headers=headers, timeout=120) as http:
         start = time.perf_counter()
@@ -111,17 +132,31 @@ def bench_ingest(
             assert response.status_code == 201, response.text
         api_s = time.perf_counter() - start
     rows = [
-        (1, 1, 1 + i, 1, "passed", 1.0, 1, False, None, None, json.dumps({"max_abs_err": 1e-4}),
-         None)
+        (
+            1,
+            1,
+            1 + i,
+            1,
+            "passed",
+            1.0,
+            1,
+            False,
+            None,
+            None,
+            json.dumps({"max_abs_err": 1e-4}),
+            None,
+        )
         for i in range(SHARDS * PER_SHARD)
-    ]  # fmt: skip
+    ]
     raw_s = raw_insert(rows)
     n = SHARDS * PER_SHARD
     api_rate, raw_rate = n / api_s, n / raw_s
-    print(f"ingest: {api_rate:,.0f} results/s over the API ({SHARDS} uploads of {PER_SHARD:,}); "
-          f"raw executemany {raw_rate:,.0f} rows/s; ratio {api_rate / raw_rate:.0%} "
-          f"(target >= 25%); first upload (creates the configs) {each[0] * 1000:.0f} ms, "
-          f"later ones median {statistics.median(each[1:]) * 1000:.0f} ms")  # fmt: skip
+    print(
+        f"ingest: {api_rate:,.0f} results/s over the API ({SHARDS} uploads of {PER_SHARD:,}); "
+        f"raw executemany {raw_rate:,.0f} rows/s; ratio {api_rate / raw_rate:.0%} "
+        f"(target >= 25%); first upload (creates the configs) {each[0] * 1000:.0f} ms, "
+        f"later ones median {statistics.median(each[1:]) * 1000:.0f} ms"
+    )
 
 
 def raw_sqlite(rows: list[tuple[Any, ...]]) -> float:
@@ -160,8 +195,10 @@ def raw_postgres(admin_url: str) -> Callable[[list[tuple[Any, ...]]], float]:
             )
             for n, cols in enumerate(("config_id, id", "run_id", "shard_id")):
                 conn.execute(f"CREATE INDEX raw_ix{n} ON raw_result ({cols})")
-            sql = (f"INSERT INTO raw_result ({', '.join(COLUMNS)}) "
-                   f"VALUES ({', '.join(['%s'] * len(COLUMNS))})")  # fmt: skip
+            sql = (
+                f"INSERT INTO raw_result ({', '.join(COLUMNS)}) "
+                f"VALUES ({', '.join(['%s'] * len(COLUMNS))})"
+            )
             start = time.perf_counter()
             for i in range(0, len(rows), PER_SHARD):
                 with conn.transaction(), conn.cursor() as cur:
@@ -173,8 +210,9 @@ def raw_postgres(admin_url: str) -> Callable[[list[tuple[Any, ...]]], float]:
 
 def connect(url: str) -> psycopg.Connection[Any]:
     u = make_url(url)
-    return psycopg.connect(host=u.host, port=u.port, user=u.username, dbname=u.database,
-                           autocommit=True)  # fmt: skip
+    return psycopg.connect(
+        host=u.host, port=u.port, user=u.username, dbname=u.database, autocommit=True
+    )
 
 
 def seed_history(url: str, total: int) -> None:
@@ -193,26 +231,39 @@ def seed_history(url: str, total: int) -> None:
         def many(sql: str, rows: list[tuple[Any, ...]]) -> None:
             cur.executemany(sql.replace("?", mark), rows)
 
-        many("INSERT INTO config (repository_id, key, nodeid, world_size) VALUES (?, ?, ?, 2)",
-             [(repo, f"t::c[{i}]@2", f"t::c[{i}]") for i in range(configs)])  # fmt: skip
+        many(
+            "INSERT INTO config (repository_id, key, nodeid, world_size) VALUES (?, ?, ?, 2)",
+            [(repo, f"t::c[{i}]@2", f"t::c[{i}]") for i in range(configs)],
+        )
         many(
             'INSERT INTO run (repository_id, ci_run_id, ci_attempt, "commit", branch, shard_total, '
             "fork, created_at) VALUES (?, ?, 1, ?, 'main', 1, FALSE, CURRENT_TIMESTAMP)",
             [(repo, f"h{r}", f"{r:040x}") for r in range(runs)],
         )
-        run_ids = [row[0] for row in conn.exec_driver_sql(
-            f"SELECT id FROM run WHERE repository_id={repo} ORDER BY id")]  # fmt: skip
+        run_ids = [
+            row[0]
+            for row in conn.exec_driver_sql(
+                f"SELECT id FROM run WHERE repository_id={repo} ORDER BY id"
+            )
+        ]
         many(
             "INSERT INTO shard (run_id, leg, shard_index, body_sha256, environment_id, "
             "result_count, uploaded_at) VALUES (?, '', 0, 'x', ?, ?, CURRENT_TIMESTAMP)",
             [(r, env, configs) for r in run_ids],
         )
-        shard_of = dict(conn.exec_driver_sql(
-            f"SELECT run_id, id FROM shard WHERE run_id >= {run_ids[0]}").all())  # fmt: skip
-        config_ids = [row[0] for row in conn.exec_driver_sql(
-            f"SELECT id FROM config WHERE repository_id={repo} ORDER BY id")]  # fmt: skip
-        sql = ("INSERT INTO result (run_id, shard_id, config_id, environment_id, outcome, "
-               "duration_s, attempt, flaky) VALUES (?, ?, ?, ?, ?, 1.0, 1, ?)")  # fmt: skip
+        shard_of = dict(
+            conn.exec_driver_sql(f"SELECT run_id, id FROM shard WHERE run_id >= {run_ids[0]}").all()
+        )
+        config_ids = [
+            row[0]
+            for row in conn.exec_driver_sql(
+                f"SELECT id FROM config WHERE repository_id={repo} ORDER BY id"
+            )
+        ]
+        sql = (
+            "INSERT INTO result (run_id, shard_id, config_id, environment_id, outcome, "
+            "duration_s, attempt, flaky) VALUES (?, ?, ?, ?, ?, 1.0, 1, ?)"
+        )
         for r in run_ids:
             outcome = "failed" if r % 7 == 0 else "passed"
             many(sql, [(r, shard_of[r], c, env, outcome, False) for c in config_ids])
@@ -258,8 +309,11 @@ def bench_pr_report(base: str, token_repo: str) -> None:
         for n in range(BASE_RUNS + 1):
             is_head = n == BASE_RUNS
             commit = "f" * 40 if is_head else f"{n + 1:040x}"
-            extra = {"pull_request": 42, "base_commit": f"{BASE_RUNS:040x}",
-                     "branch": "feature"} if is_head else {}  # fmt: skip
+            extra = (
+                {"pull_request": 42, "base_commit": f"{BASE_RUNS:040x}", "branch": "feature"}
+                if is_head
+                else {}
+            )
             for shard in range(2):
                 results = []
                 for i in range(shard * half, (shard + 1) * half):

@@ -75,31 +75,58 @@ def seed(path: Path, results: int) -> None:
             "pull_request, base_commit, shard_total, created_at) "
             "VALUES (1, ?, 1, ?, ?, ?, ?, ?, ?)",
             (
-                str(10_000 + r), commit, "main" if pull is None else f"pr-{pull}", pull,
-                f"{main_runs:040x}" if pull else None, SHARDS, when,
+                str(10_000 + r),
+                commit,
+                "main" if pull is None else f"pr-{pull}",
+                pull,
+                f"{main_runs:040x}" if pull else None,
+                SHARDS,
+                when,
             ),
-        ).lastrowid  # fmt: skip
+        ).lastrowid
         for s in range(SHARDS):
             shard_id = conn.execute(
                 "INSERT INTO shard (run_id, shard_index, body_sha256, environment_id, "
                 "runner_name, runner_labels, started_at, ended_at, result_count, uploaded_at) "
                 "VALUES (?, ?, 'x', 1, ?, '[\"gpu\"]', ?, ?, ?, ?)",
-                (run_id, s, f"gpu-{(r + s) % 8}", when, when + timedelta(minutes=20), per_shard,
-                 when + timedelta(minutes=21)),
-            ).lastrowid  # fmt: skip
+                (
+                    run_id,
+                    s,
+                    f"gpu-{(r + s) % 8}",
+                    when,
+                    when + timedelta(minutes=20),
+                    per_shard,
+                    when + timedelta(minutes=21),
+                ),
+            ).lastrowid
             rows = []
             for c in range(s * per_shard, (s + 1) * per_shard):
                 result = outcome(c, r)
                 errors = (
-                    json.dumps([{"rank": 0, "phase": "call",
-                                 "message": f"max abs err {r * 1e-3:.4f} > tol at 0x{c:x}"}])
-                    if result == "failed" else None
-                )  # fmt: skip
+                    json.dumps(
+                        [
+                            {
+                                "rank": 0,
+                                "phase": "call",
+                                "message": f"max abs err {r * 1e-3:.4f} > tol at 0x{c:x}",
+                            }
+                        ]
+                    )
+                    if result == "failed"
+                    else None
+                )
                 rows.append(
-                    (run_id, shard_id, c + 1, result, 1.0 + (c % 50) * 0.1 + (r % 7) * 0.01,
-                     errors, json.dumps({"max_abs_err": 1e-4 * (1 + (r + c) % 9)}),
-                     json.dumps({"index": (c % per_shard) // 16, "world": 0, "size": 16}))
-                )  # fmt: skip
+                    (
+                        run_id,
+                        shard_id,
+                        c + 1,
+                        result,
+                        1.0 + (c % 50) * 0.1 + (r % 7) * 0.01,
+                        errors,
+                        json.dumps({"max_abs_err": 1e-4 * (1 + (r + c) % 9)}),
+                        json.dumps({"index": (c % per_shard) // 16, "world": 0, "size": 16}),
+                    )
+                )
             conn.executemany(
                 "INSERT INTO result (run_id, shard_id, config_id, environment_id, outcome, "
                 "duration_s, attempt, flaky, rank_errors, metrics, batch) "
@@ -155,14 +182,22 @@ def after_uploads(http: httpx.Client, url: str, count: int) -> list[float]:
     out = []
     for n in range(count):
         body = {
-            "schema": "cpci.run/1", "repository": REPO, "commit": f"{n + 1:040x}",
-            "branch": "main", "ci_run_id": f"new-{n}", "shard_total": 1,
+            "schema": "cpci.run/1",
+            "repository": REPO,
+            "commit": f"{n + 1:040x}",
+            "branch": "main",
+            "ci_run_id": f"new-{n}",
+            "shard_total": 1,
             "results": [
-                {"nodeid": f"t::c[{c}]", "world_size": 2, "outcome": outcome(c, 1000 + n),
-                 "duration_s": 1.0}
+                {
+                    "nodeid": f"t::c[{c}]",
+                    "world_size": 2,
+                    "outcome": outcome(c, 1000 + n),
+                    "duration_s": 1.0,
+                }
                 for c in range(CONFIGS)
             ],
-        }  # fmt: skip
+        }
         response = http.post("/api/v1/uploads", json=body, headers=headers)
         assert response.status_code == 201, response.text[:500]
         out.extend(timed(http, f"/ui/{REPO}", 1))

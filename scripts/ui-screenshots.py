@@ -14,8 +14,14 @@ from playwright.sync_api import sync_playwright
 
 from cpci import urls
 
-FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 def main(base: str, repository: str, pull: int, out: Path) -> None:

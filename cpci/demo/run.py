@@ -71,9 +71,11 @@ class Service:
         }
         self.log = open(workdir / "service.log", "w")  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "cpci", "serve"], env=self.env, stdout=self.log,
+            [sys.executable, "-m", "cpci", "serve"],
+            env=self.env,
+            stdout=self.log,
             stderr=subprocess.STDOUT,
-        )  # fmt: skip
+        )
 
     def wait_ready(self, timeout_s: float = 60.0) -> None:
         deadline = time.monotonic() + timeout_s
@@ -106,12 +108,24 @@ def run_shard(workdir: Path, commit: Commit, shard: int, say: Say) -> Path:
     results = workdir / f"results-{commit.run_id}-{shard}.jsonl"
     env = {**os.environ, "CPCI_DEMO_DIR": str(workdir), "CPCI_DEMO_FAULTS": commit.faults}
     command = [
-        sys.executable, "-m", "pytest", "--pyargs", "cpci.suites.cp", "-q",
-        "-p", "no:cacheprovider", "-p", "cpci.demo.faults",
-        f"--cpci-shard={shard}/{SHARDS}", f"--cpci-results={results}", "--cpci-isolate-failures",
+        sys.executable,
+        "-m",
+        "pytest",
+        "--pyargs",
+        "cpci.suites.cp",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "cpci.demo.faults",
+        f"--cpci-shard={shard}/{SHARDS}",
+        f"--cpci-results={results}",
+        "--cpci-isolate-failures",
         "--cpci-batch-size=32",
-        "--cpci-progress-interval=15", "-o", "console_output_style=count",
-    ]  # fmt: skip
+        "--cpci-progress-interval=15",
+        "-o",
+        "console_output_style=count",
+    ]
     say(f"{commit.label} ({commit.sha[:8]}), shard {shard + 1}/{SHARDS}: the CP suite, batched")
     code = subprocess.run(command, env=env, cwd=workdir).returncode
     if code not in (0, 1):
@@ -122,14 +136,22 @@ def run_shard(workdir: Path, commit: Commit, shard: int, say: Say) -> Path:
 def upload(server: str, token: str, commit: Commit, shard: int, results: Path, say: Say) -> None:
     records = read_results(str(results))
     envelope = RunEnvelope(
-        repository=REPOSITORY, commit=commit.sha, branch=commit.branch,
-        pull_request=commit.pull_request, base_commit=commit.base, ci_run_id=commit.run_id,
-        shard_index=shard, shard_total=SHARDS, runner_name=f"demo-runner-{shard}",
-        runner_labels=["self-hosted", "cpu", "demo"], environment=detect(records),
+        repository=REPOSITORY,
+        commit=commit.sha,
+        branch=commit.branch,
+        pull_request=commit.pull_request,
+        base_commit=commit.base,
+        ci_run_id=commit.run_id,
+        shard_index=shard,
+        shard_total=SHARDS,
+        runner_name=f"demo-runner-{shard}",
+        runner_labels=["self-hosted", "cpu", "demo"],
+        environment=detect(records),
         results=records,
-    )  # fmt: skip
-    done = deliver(server, lambda: token, envelope, spool=Spool(results.parent / "spool"),
-                   backoff=Backoff())  # fmt: skip
+    )
+    done = deliver(
+        server, lambda: token, envelope, spool=Spool(results.parent / "spool"), backoff=Backoff()
+    )
     if done.receipt is None:
         raise RuntimeError(f"upload failed: {done.error}")
     say(f"uploaded {done.receipt['results']} results: {done.receipt['shards']['text']}")
@@ -144,8 +166,13 @@ def pr_comment(server: str) -> str:
     if body is None:
         raise RuntimeError(f"the service has no report for {REPOSITORY}#{PR_NUMBER}")
     report = PullRequestReport.model_validate(body)
-    return render(report, None, CommentOptions(service_url=server), repository=REPOSITORY,
-                  pull_request=PR_NUMBER)  # fmt: skip
+    return render(
+        report,
+        None,
+        CommentOptions(service_url=server),
+        repository=REPOSITORY,
+        pull_request=PR_NUMBER,
+    )
 
 
 def main(workdir: Path, port: int, wait: bool, say: Say = _say) -> int:

@@ -86,17 +86,24 @@ def refresh(
     options = CommentOptions(service_url=settings.service_url, fail_on=settings.fail_on)
     body = render(report, consistency, options, repository=repo, pull_request=number)
     published = upsert_comment(
-        client, repo, number, body, mode=settings.comment_mode,
+        client,
+        repo,
+        number,
+        body,
+        mode=settings.comment_mode,
         bot_login=settings.bot_login or client.bot_login(),
         known_id=previous.comment_id if previous else None,
-    )  # fmt: skip
+    )
     details = (
         settings.service_url.rstrip("/") + urls.pull(repo, number) if settings.service_url else None
     )
     fields = check_run_fields(
-        report, consistency, head_sha=pull.head_sha, fail_on=settings.fail_on,
+        report,
+        consistency,
+        head_sha=pull.head_sha,
+        fail_on=settings.fail_on,
         details_url=details,
-    )  # fmt: skip
+    )
     check_id = publish_check(
         client, repo, fields, known_id=previous.check_run_id if previous and same_head else None
     )

@@ -59,8 +59,11 @@ def parse_name_status(output: str) -> list[ChangedFile]:
     while i < len(fields) and fields[i]:
         code = fields[i][0]
         if code in "RC":
-            files.append(ChangedFile(filename=fields[i + 2], status=_STATUS[code],
-                                     previous_filename=fields[i + 1]))  # fmt: skip
+            files.append(
+                ChangedFile(
+                    filename=fields[i + 2], status=_STATUS[code], previous_filename=fields[i + 1]
+                )
+            )
             i += 3
         else:
             files.append(ChangedFile(filename=fields[i + 1], status=_STATUS.get(code, "changed")))

@@ -70,9 +70,16 @@ class FakeGitHub:
     # -- arranging -------------------------------------------------------------------------
 
     def add_pull(
-        self, repo: str, number: int, *, head_sha: str, base_sha: str, body: str = "",
-        labels: tuple[str, ...] = (), files: list[tuple[str, str] | tuple[str, str, str]] = (),  # type: ignore[assignment]
-    ) -> None:  # fmt: skip
+        self,
+        repo: str,
+        number: int,
+        *,
+        head_sha: str,
+        base_sha: str,
+        body: str = "",
+        labels: tuple[str, ...] = (),
+        files: list[tuple[str, str] | tuple[str, str, str]] = (),  # type: ignore[assignment]
+    ) -> None:
         """A PR; `files` as (status, name) or ("renamed", new, old)."""
         pull = copy.deepcopy(contract._spec()["components"]["examples"]["pull-request"]["value"])
         pull.update(number=number, body=body, requested_teams=[], state="open")

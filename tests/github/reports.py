@@ -40,14 +40,25 @@ def verdict(name: str, kind: str = "new_failure", **fields: Any) -> ConfigVerdic
 
 def flaky_evidence() -> FlakinessAssessment:
     run = RunLink(
-        ci_run_id="991", ci_attempt=1, commit="c" * 40,
+        ci_run_id="991",
+        ci_attempt=1,
+        commit="c" * 40,
         url="https://github.com/acme/attn/actions/runs/991/attempts/1",
-    )  # fmt: skip
+    )
     return FlakinessAssessment(
-        flaky=True, reason="flip rate 0.40 over 20 runs; its 95% lower bound 0.21 is at least "
-        "the threshold 0.10", runs=20, passes=12, failures=8, flips=8, flip_rate=0.4,
-        lower_bound=0.21, effective_runs=18.0, same_commit=[], failing_runs=[run],
-    )  # fmt: skip
+        flaky=True,
+        reason="flip rate 0.40 over 20 runs; its 95% lower bound 0.21 is at least "
+        "the threshold 0.10",
+        runs=20,
+        passes=12,
+        failures=8,
+        flips=8,
+        flip_rate=0.4,
+        lower_bound=0.21,
+        effective_runs=18.0,
+        same_commit=[],
+        failing_runs=[run],
+    )
 
 
 def report(
@@ -78,10 +89,18 @@ def report(
 
 def drift(name: str) -> ShiftFinding:
     shift = Shift(
-        name="max_abs_err", value=0.02, baseline_median=0.01, baseline_mad=0.0, samples=1,
-        change=0.01, relative=1.0, direction="up",
-    )  # fmt: skip
+        name="max_abs_err",
+        value=0.02,
+        baseline_median=0.01,
+        baseline_mad=0.0,
+        samples=1,
+        change=0.01,
+        relative=1.0,
+        direction="up",
+    )
     return ShiftFinding(
-        config=f"tests/test_cp.py::test_attn[{name}]@2", config_pk=1,
-        history_url=f"/api/v1/repos/{REPO}/history?config={name}", shift=shift,
-    )  # fmt: skip
+        config=f"tests/test_cp.py::test_attn[{name}]@2",
+        config_pk=1,
+        history_url=f"/api/v1/repos/{REPO}/history?config={name}",
+        shift=shift,
+    )

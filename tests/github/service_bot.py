@@ -60,8 +60,11 @@ class Bot:
     ) -> Any:
         """POST a stored payload (or `body`), then wait until the worker has acted on it."""
         body = body if body is not None else (require_reference() / "webhooks" / name).read_bytes()
-        headers = {"X-GitHub-Event": event or name.split(".")[0], "X-GitHub-Delivery": delivery,
-                   "Content-Type": "application/json"}  # fmt: skip
+        headers = {
+            "X-GitHub-Event": event or name.split(".")[0],
+            "X-GitHub-Delivery": delivery,
+            "Content-Type": "application/json",
+        }
         if signature is not None:
             headers["X-Hub-Signature-256"] = sign(SECRET, body) if signature == "ok" else signature
         response = self.http.post("/github/webhook", content=body, headers=headers)
@@ -75,14 +78,26 @@ class Bot:
 
     def upload(self, repo: str, commit: str, outcomes: dict[str, str], **fields: Any) -> None:
         results = [
-            {"schema": "cpci.result/1", "nodeid": f"tests/test_cp.py::test_attn[{name}]",
-             "world_size": 2, "outcome": outcome, "duration_s": 1.0,
-             "rank_errors": [{"rank": 1, "phase": "call", "message": "@octocat max err 0.3"}]
-             if outcome == "failed" else []}
+            {
+                "schema": "cpci.result/1",
+                "nodeid": f"tests/test_cp.py::test_attn[{name}]",
+                "world_size": 2,
+                "outcome": outcome,
+                "duration_s": 1.0,
+                "rank_errors": [{"rank": 1, "phase": "call", "message": "@octocat max err 0.3"}]
+                if outcome == "failed"
+                else [],
+            }
             for name, outcome in outcomes.items()
-        ]  # fmt: skip
-        body = {"schema": "cpci.run/1", "repository": repo, "commit": commit,
-                "ci_run_id": f"run-{commit[:6]}", "results": results, **fields}  # fmt: skip
+        ]
+        body = {
+            "schema": "cpci.run/1",
+            "repository": repo,
+            "commit": commit,
+            "ci_run_id": f"run-{commit[:6]}",
+            "results": results,
+            **fields,
+        }
         response = self.http.post(
             "/api/v1/uploads", json=body, headers={"Authorization": f"Bearer {self.tokens[repo]}"}
         )

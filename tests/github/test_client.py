@@ -42,9 +42,13 @@ def test_create_then_edit_a_comment(fake: FakeGitHub, client: GitHubClient) -> N
 
 def test_pull_and_its_files_with_a_rename(fake: FakeGitHub, client: GitHubClient) -> None:
     fake.add_pull(
-        REPO, 7, head_sha=HEAD, base_sha=BASE, labels=("cpci-ack:pair",),
+        REPO,
+        7,
+        head_sha=HEAD,
+        base_sha=BASE,
+        labels=("cpci-ack:pair",),
         files=[("modified", "a.py"), ("renamed", "new.py", "old.py")],
-    )  # fmt: skip
+    )
     pull = client.get_pull(REPO, 7)
     assert (pull.head_sha, pull.base_sha, pull.labels) == (HEAD, BASE, ("cpci-ack:pair",))
     files = client.list_pull_files(REPO, 7)
@@ -66,10 +70,15 @@ def test_server_errors_are_retried_with_backoff(
 
 def test_server_errors_give_up_after_the_last_attempt(fake: FakeGitHub, clock: FakeClock) -> None:
     fake.fail("POST", "/check-runs", 500, times=10)
-    with GitHubClient(
-        TokenAuth("ghs_test"), transport=fake.transport(), clock=clock.clock(),
-        retry=RetryPolicy(attempts=3),
-    ) as gh, pytest.raises(ServerError, match="retry later"):  # fmt: skip
+    with (
+        GitHubClient(
+            TokenAuth("ghs_test"),
+            transport=fake.transport(),
+            clock=clock.clock(),
+            retry=RetryPolicy(attempts=3),
+        ) as gh,
+        pytest.raises(ServerError, match="retry later"),
+    ):
         gh.create_check_run(REPO, {"name": "cpci", "head_sha": HEAD, "status": "queued"})
     assert len(fake.calls) == 3
 
@@ -78,9 +87,12 @@ def test_secondary_rate_limit_honours_retry_after(
     fake: FakeGitHub, client: GitHubClient, clock: FakeClock
 ) -> None:
     fake.fail(
-        "POST", "/comments$", 403, headers={"Retry-After": "7"},
+        "POST",
+        "/comments$",
+        403,
+        headers={"Retry-After": "7"},
         message="You have exceeded a secondary rate limit.",
-    )  # fmt: skip
+    )
     client.create_issue_comment(REPO, 7, "hello")
     assert clock.slept == [7.0]
     assert len(fake.comments[(REPO, 7)]) == 1
@@ -99,9 +111,12 @@ def test_spent_primary_limit_waits_until_reset(
 ) -> None:
     reset = int(clock.t) + 120
     fake.fail(
-        "GET", "/comments$", 403, message="API rate limit exceeded",
+        "GET",
+        "/comments$",
+        403,
+        message="API rate limit exceeded",
         headers={"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(reset)},
-    )  # fmt: skip
+    )
     client.list_issue_comments(REPO, 7)
     assert clock.slept == [121.0]
 
@@ -118,10 +133,15 @@ def test_a_success_that_spends_the_limit_delays_the_next_call(
 
 def test_a_rate_limit_too_long_to_wait_is_raised(fake: FakeGitHub, clock: FakeClock) -> None:
     fake.fail("GET", "/comments$", 429, headers={"Retry-After": "3600"})
-    with GitHubClient(
-        TokenAuth("ghs_test"), transport=fake.transport(), clock=clock.clock(),
-        retry=RetryPolicy(max_wait_s=600),
-    ) as gh, pytest.raises(RateLimited, match="App installation token"):  # fmt: skip
+    with (
+        GitHubClient(
+            TokenAuth("ghs_test"),
+            transport=fake.transport(),
+            clock=clock.clock(),
+            retry=RetryPolicy(max_wait_s=600),
+        ) as gh,
+        pytest.raises(RateLimited, match="App installation token"),
+    ):
         gh.list_issue_comments(REPO, 7)
     assert clock.slept == []
 
@@ -165,9 +185,10 @@ def test_github_app_installation_token_is_fetched_once_and_renewed(
 ) -> None:
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     pem = key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
         serialization.NoEncryption(),
-    ).decode()  # fmt: skip
+    ).decode()
     public = (
         key.public_key()
         .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)

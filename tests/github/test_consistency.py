@@ -162,11 +162,19 @@ def test_git_name_status_with_renames() -> None:
 
 def _git(repo: Path, *args: str) -> str:
     done = subprocess.run(
-        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True,
-        env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
-             "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com",
-             "PATH": "/usr/bin:/bin", "HOME": str(repo)},
-    )  # fmt: skip
+        ["git", "-C", str(repo), *args],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={
+            "GIT_AUTHOR_NAME": "t",
+            "GIT_AUTHOR_EMAIL": "t@example.com",
+            "GIT_COMMITTER_NAME": "t",
+            "GIT_COMMITTER_EMAIL": "t@example.com",
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(repo),
+        },
+    )
     return done.stdout.strip()
 
 
@@ -194,8 +202,21 @@ def test_cli_on_a_real_checkout(checkout: Path, capsys: pytest.CaptureFixture[st
     out = capsys.readouterr().out
     assert code == 0  # a warning does not fail
     assert f"warn: rule dtensor-policy-worker: changed {V2} but not {V1}" in out
-    assert main(["consistency", "--base", "main", "--repo", str(checkout), "--json",
-                 "--ack", "dtensor-policy-worker"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "consistency",
+                "--base",
+                "main",
+                "--repo",
+                str(checkout),
+                "--json",
+                "--ack",
+                "dtensor-policy-worker",
+            ]
+        )
+        == 0
+    )
     report = json.loads(capsys.readouterr().out)
     assert [f["level"] for f in report["findings"]] == ["note"]
 

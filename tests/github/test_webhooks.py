@@ -109,9 +109,13 @@ def test_a_redelivery_is_not_acted_on_twice(bot: Bot) -> None:
 
 @pytest.mark.parametrize(
     "name",
-    ["check_run.completed.payload.json", "issue_comment.created.payload.json",
-     "pull_request.closed.payload.json", "check_suite.completed.payload.json"],
-)  # fmt: skip
+    [
+        "check_run.completed.payload.json",
+        "issue_comment.created.payload.json",
+        "pull_request.closed.payload.json",
+        "check_suite.completed.payload.json",
+    ],
+)
 def test_other_events_are_accepted_and_ignored(bot: Bot, name: str) -> None:
     response = bot.deliver(name, f"d-{name}")
     assert (response.status_code, response.json()["status"]) == (202, "ignored")
@@ -129,8 +133,9 @@ def test_other_events_are_accepted_and_ignored(bot: Bot, name: str) -> None:
 def test_workflow_run_completed_finalises_the_verdict(bot: Bot, payload: str) -> None:
     """With the PR listed in the payload, or (a fork's run lists none) found by its head commit."""
     bot.upload(OCTO, PR_BASE, {"p2p": "passed", "a2a": "passed"}, branch="main")
-    bot.upload(OCTO, RUN_HEAD, {"p2p": "passed", "a2a": "failed"}, pull_request=2,
-               base_commit=PR_BASE)  # fmt: skip
+    bot.upload(
+        OCTO, RUN_HEAD, {"p2p": "passed", "a2a": "failed"}, pull_request=2, base_commit=PR_BASE
+    )
     bot.fake.add_pull(OCTO, 2, head_sha=RUN_HEAD, base_sha=PR_BASE)
     assert bot.deliver(payload, "d-run").status_code == 202
     [comment] = bot.fake.comments[(OCTO, 2)]

@@ -181,10 +181,17 @@ def run_chaos(
     results = suite / "results.jsonl"
     respawns = faults + 1  # every crash may cost a world; none may leave a config unrun
     command = [
-        sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
-        f"--cpci-results={results}", f"--cpci-batch-size={batch_size}",
-        f"--cpci-max-respawns={respawns}", "--cpci-progress-interval=3600",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        f"--cpci-results={results}",
+        f"--cpci-batch-size={batch_size}",
+        f"--cpci-max-respawns={respawns}",
+        "--cpci-progress-interval=3600",
+    ]
     env = {**os.environ, "CPCI_CHAOS_TAG": tag, "PYTHONFAULTHANDLER": "0"}
     start = time.monotonic()
     proc = subprocess.Popen(
@@ -243,7 +250,14 @@ def run_chaos(
         survivors = _processes_tagged(tag)
     problems.extend(f"orphan process left behind: {s}" for s in survivors)
     return ChaosRun(
-        configs=configs, plan=plan, returncode=proc.returncode, wall_s=wall, records=records,
-        outcomes=Counter(r.outcome for r in records), lines_checked=checked,
-        survivors=survivors, problems=problems, stdout="".join(out),
-    )  # fmt: skip
+        configs=configs,
+        plan=plan,
+        returncode=proc.returncode,
+        wall_s=wall,
+        records=records,
+        outcomes=Counter(r.outcome for r in records),
+        lines_checked=checked,
+        survivors=survivors,
+        problems=problems,
+        stdout="".join(out),
+    )

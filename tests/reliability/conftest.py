@@ -25,9 +25,13 @@ def new_database(kind: str, request: pytest.FixtureRequest, directory: Path) -> 
     name = f"cpci_rel_{os.getpid()}_{next(_counter)}"
     u = make_url(admin)
     connect = {
-        "host": u.host, "port": u.port, "user": u.username, "password": u.password,
-        "dbname": u.database or "postgres", "autocommit": True,
-    }  # fmt: skip
+        "host": u.host,
+        "port": u.port,
+        "user": u.username,
+        "password": u.password,
+        "dbname": u.database or "postgres",
+        "autocommit": True,
+    }
     with psycopg.connect(**connect) as conn:
         conn.execute(f"CREATE DATABASE {name}")
 

@@ -106,9 +106,13 @@ def fuzz(app: FastAPI, token: str, *, max_examples: int, seed: int = 0) -> FuzzR
 
             @given(case=operation.as_strategy(generation_mode=mode))
             @settings(
-                max_examples=max_examples, deadline=None, database=None, derandomize=seed == 0,
-                suppress_health_check=list(HealthCheck), print_blob=False,
-            )  # fmt: skip
+                max_examples=max_examples,
+                deadline=None,
+                database=None,
+                derandomize=seed == 0,
+                suppress_health_check=list(HealthCheck),
+                print_blob=False,
+            )
             def one(case: Any) -> None:
                 aim(case)
                 label = f"{case.method} {case.operation.path}"

@@ -67,14 +67,19 @@ class Served:
 
     def start(self) -> None:
         env = {
-            **os.environ, "CPCI_DATABASE_URL": self.database_url, "CPCI_PORT": str(self.port),
+            **os.environ,
+            "CPCI_DATABASE_URL": self.database_url,
+            "CPCI_PORT": str(self.port),
             "CPCI_HOST": "127.0.0.1",
-        }  # fmt: skip
+        }
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "cpci", "serve"], env=env, stdout=log,
-                stderr=subprocess.STDOUT, start_new_session=True,
-            )  # fmt: skip
+                [sys.executable, "-m", "cpci", "serve"],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         self.starts += 1
         deadline = time.monotonic() + START_DEADLINE_S
         while True:
@@ -132,10 +137,16 @@ def make_envelope(run: str, shard: int, shards: int, results: int, **fields: Any
         for i in range(results)
     ]
     body = {
-        "repository": REPO, "commit": hashlib.sha1(run.encode()).hexdigest(), "branch": "main",
-        "ci_run_id": run, "shard_index": shard, "shard_total": shards, "results": records,
-        "environment": {"torch": "2.4.0", "backend": "gloo"}, **fields,
-    }  # fmt: skip
+        "repository": REPO,
+        "commit": hashlib.sha1(run.encode()).hexdigest(),
+        "branch": "main",
+        "ci_run_id": run,
+        "shard_index": shard,
+        "shard_total": shards,
+        "results": records,
+        "environment": {"torch": "2.4.0", "backend": "gloo"},
+        **fields,
+    }
     return RunEnvelope.model_validate(body)
 
 
@@ -160,9 +171,15 @@ class LoadReport:
 
 
 def load(
-    url: str, token: str, spool_root: Path, *, uploaders: int, shards: int, results: int,
+    url: str,
+    token: str,
+    spool_root: Path,
+    *,
+    uploaders: int,
+    shards: int,
+    results: int,
     resend_every: int = 5,
-) -> LoadReport:  # fmt: skip
+) -> LoadReport:
     """`uploaders` threads at once, each one CI run uploading its `shards` shards in turn.
 
     Every `resend_every`-th shard is sent twice (as a retry after a lost answer would): the
@@ -308,9 +325,15 @@ class KillReport:
 
 
 def kill_mid_upload(
-    service: Served, token: str, spool_dir: Path, *, run: str, results: int, fraction: float,
+    service: Served,
+    token: str,
+    spool_dir: Path,
+    *,
+    run: str,
+    results: int,
+    fraction: float,
     store_delay_s: float = 0.0,
-) -> KillReport:  # fmt: skip
+) -> KillReport:
     """Upload one large shard, SIGKILL the service mid-upload, restart it, let the retry finish.
 
     `fraction` < 1 kills with part of the body unsent; `fraction` == 1 sends it all, waits
@@ -328,9 +351,13 @@ def kill_mid_upload(
     def upload() -> None:
         try:
             outcome["done"] = deliver(
-                service.url, lambda: token, envelope, spool=spool, backoff=backoff,
+                service.url,
+                lambda: token,
+                envelope,
+                spool=spool,
+                backoff=backoff,
                 transport=transport,
-            )  # fmt: skip
+            )
         except Exception as exc:
             outcome["error"] = exc
 

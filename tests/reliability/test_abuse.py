@@ -61,8 +61,14 @@ class Keys:
 
     def claims(self, **override: Any) -> dict[str, Any]:
         now = int(time.time())
-        body = {"iss": ISSUER, "aud": AUDIENCE, "iat": now, "nbf": now, "exp": now + 300,
-                "repository": REPO}  # fmt: skip
+        body = {
+            "iss": ISSUER,
+            "aud": AUDIENCE,
+            "iat": now,
+            "nbf": now,
+            "exp": now + 300,
+            "repository": REPO,
+        }
         # A push to main, so the token may claim the branch runs the tests upload.
         body |= {
             "sub": f"repo:{REPO}:ref:refs/heads/main",
@@ -135,11 +141,17 @@ def make_target(tmp: Path, keys: Keys, jwks_url: str, http: httpx.Client, **sett
         session.commit()
     app = create_app(
         Settings(
-            database_url=url, oidc_audience=AUDIENCE, oidc_issuer=ISSUER, oidc_jwks_url=jwks_url,
-            github_webhook_secret=SECRET, max_upload_bytes=LIMIT, **settings,
+            database_url=url,
+            oidc_audience=AUDIENCE,
+            oidc_issuer=ISSUER,
+            oidc_jwks_url=jwks_url,
+            github_webhook_secret=SECRET,
+            max_upload_bytes=LIMIT,
+            **settings,
         ),
-        engine=engine, oidc_http=http,
-    )  # fmt: skip
+        engine=engine,
+        oidc_http=http,
+    )
     return app, engine, tokens
 
 
@@ -215,8 +227,9 @@ def test_uploads_with_bad_credentials_are_refused_and_write_nothing(
     # the same credential on the other write endpoint
     response = target.client.post(
         f"/api/v1/repos/{REPO}/commits",
-        json={"parents": [{"commit": "a" * 40, "parent": "b" * 40}]}, headers=headers,
-    )  # fmt: skip
+        json={"parents": [{"commit": "a" * 40, "parent": "b" * 40}]},
+        headers=headers,
+    )
     assert response.status_code == status
     assert target.counts() == before
 
@@ -239,12 +252,16 @@ def test_token_reads_refuse_strangers_on_the_api_and_every_ui_page(
             assert up.status_code == 201
             key = quote("tests/test_cp.py::test_attn[1-s0-c0]@2")
             paths = [
-                f"/api/v1/repos/{REPO}/runs/1", f"/api/v1/repos/{REPO}/history?config={key}",
-                f"/api/v1/repos/{REPO}/flaky", f"/api/v1/repos/{REPO}/dashboard",
+                f"/api/v1/repos/{REPO}/runs/1",
+                f"/api/v1/repos/{REPO}/history?config={key}",
+                f"/api/v1/repos/{REPO}/flaky",
+                f"/api/v1/repos/{REPO}/dashboard",
                 f"/api/v1/repos/{REPO}/config?config={key}",
-                f"/api/v1/repos/{REPO}/runs/1/detail", f"/ui/{REPO}", f"/ui/{REPO}/runs/1",
+                f"/api/v1/repos/{REPO}/runs/1/detail",
+                f"/ui/{REPO}",
+                f"/ui/{REPO}/runs/1",
                 f"/ui/{REPO}/config?config={key}",
-            ]  # fmt: skip
+            ]
             for path in paths:
                 assert client.get(path, headers=own).status_code == 200, path
                 assert client.get(path).status_code == 401, path
@@ -261,8 +278,11 @@ PING = json.dumps({"zen": "Keep it logically awesome.", "hook_id": 1}).encode()
 
 
 def deliver(target: Target, payload: bytes, delivery: str, signature: str | None) -> Any:
-    headers = {"X-GitHub-Event": "ping", "X-GitHub-Delivery": delivery,
-               "Content-Type": "application/json"}  # fmt: skip
+    headers = {
+        "X-GitHub-Event": "ping",
+        "X-GitHub-Delivery": delivery,
+        "Content-Type": "application/json",
+    }
     if signature is not None:
         headers["X-Hub-Signature-256"] = signature
     return target.client.post("/github/webhook", content=payload, headers=headers)
@@ -312,8 +332,7 @@ def nested(depth: int) -> bytes:
 def test_oversized_uploads_are_413_whether_declared_or_streamed(target: Target) -> None:
     big = json.dumps(body(results=2000)).encode()
     assert len(big) > LIMIT
-    headers = {"Authorization": f"Bearer {target.tokens[REPO]}",
-               "Content-Type": "application/json"}  # fmt: skip
+    headers = {"Authorization": f"Bearer {target.tokens[REPO]}", "Content-Type": "application/json"}
     declared = target.client.post("/api/v1/uploads", content=big, headers=headers)
     assert declared.status_code == 413
     assert "CPCI_MAX_UPLOAD_BYTES" in declared.json()["detail"]
@@ -349,8 +368,7 @@ def test_oversized_uploads_are_413_whether_declared_or_streamed(target: Target) 
     ],
 )
 def test_malformed_uploads_are_clear_4xx_and_write_nothing(target: Target, raw: bytes) -> None:
-    headers = {"Authorization": f"Bearer {target.tokens[REPO]}",
-               "Content-Type": "application/json"}  # fmt: skip
+    headers = {"Authorization": f"Bearer {target.tokens[REPO]}", "Content-Type": "application/json"}
     response = target.client.post("/api/v1/uploads", content=raw, headers=headers)
     assert response.status_code in (400, 422), response.text
     assert response.json()["detail"]
@@ -367,8 +385,7 @@ def test_malformed_uploads_are_clear_4xx_and_write_nothing(target: Target, raw: 
     ids=["array", "in-results", "extra-field"],
 )
 def test_deeply_nested_uploads_are_422(target: Target, raw: bytes) -> None:
-    headers = {"Authorization": f"Bearer {target.tokens[REPO]}",
-               "Content-Type": "application/json"}  # fmt: skip
+    headers = {"Authorization": f"Bearer {target.tokens[REPO]}", "Content-Type": "application/json"}
     response = target.client.post("/api/v1/uploads", content=raw, headers=headers)
     assert response.status_code == 422, response.text
 
@@ -458,11 +475,16 @@ def hostile_results(outcome: str) -> list[dict[str, Any]]:
         out.append(
             {
                 "nodeid": f"tests/test_h.py::test_h[{i}-{safe[:300]}]",
-                "world_size": 2, "outcome": outcome, "duration_s": 1.0,
-                "rank_errors": [{"rank": 0, "phase": "call", "message": safe[:2000],
-                                 "detail": safe}] if outcome == "failed" else [],
+                "world_size": 2,
+                "outcome": outcome,
+                "duration_s": 1.0,
+                "rank_errors": [
+                    {"rank": 0, "phase": "call", "message": safe[:2000], "detail": safe}
+                ]
+                if outcome == "failed"
+                else [],
             }
-        )  # fmt: skip
+        )
     return out
 
 
@@ -475,8 +497,13 @@ def hostile(target: Target) -> PullRequestReport:
         (base, "base", "passed", {"branch": "main"}),
         (head, "head", "failed", {"branch": "feature", "pull_request": 9, "base_commit": base}),
     ):
-        envelope = {"repository": REPO, "commit": commit, "ci_run_id": run,
-                    "results": hostile_results(outcome), **extra}  # fmt: skip
+        envelope = {
+            "repository": REPO,
+            "commit": commit,
+            "ci_run_id": run,
+            "results": hostile_results(outcome),
+            **extra,
+        }
         response = target.client.post("/api/v1/uploads", json=envelope, headers=auth)
         assert response.status_code == 201, response.text
     report = target.client.get(f"/api/v1/repos/{REPO}/pulls/9/report")
@@ -520,8 +547,14 @@ def test_hostile_names_are_inert_in_the_check_run(hostile: PullRequestReport) ->
 def test_hostile_names_are_escaped_on_every_ui_page(
     target: Target, hostile: PullRequestReport
 ) -> None:
-    pages = ["/ui/", f"/ui/{REPO}", f"/ui/{REPO}/runs/head", f"/ui/{REPO}/runs/base",
-             f"/ui/{REPO}/pulls/9", f"/ui/{REPO}?branch=feature"]  # fmt: skip
+    pages = [
+        "/ui/",
+        f"/ui/{REPO}",
+        f"/ui/{REPO}/runs/head",
+        f"/ui/{REPO}/runs/base",
+        f"/ui/{REPO}/pulls/9",
+        f"/ui/{REPO}?branch=feature",
+    ]
     pages += [f"/ui/{REPO}/config?config={quote(v.config)}" for v in hostile.new_failures]
     for path in pages:
         response = target.client.get(path)
@@ -541,9 +574,10 @@ def post_to_fresh_service(
     app = create_app(Settings(database_url=url), engine=engine)
     with TestClient(app, raise_server_exceptions=False) as client:
         response = client.post(
-            "/api/v1/uploads", content=raw,
+            "/api/v1/uploads",
+            content=raw,
             headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
-        )  # fmt: skip
+        )
     engine.dispose()
     return response
 

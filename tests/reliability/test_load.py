@@ -60,9 +60,14 @@ def test_service_killed_mid_upload_shows_no_partial_shard_and_the_retry_complete
     run = f"kill-{fraction}"
     starts = served.starts
     report = kill_mid_upload(
-        served, token, tmp_path / "spool", run=run, results=4000, fraction=fraction,
+        served,
+        token,
+        tmp_path / "spool",
+        run=run,
+        results=4000,
+        fraction=fraction,
         store_delay_s=delay_s,
-    )  # fmt: skip
+    )
     assert report.problems == []
     assert served.starts == starts + 1, "the service was killed and started again"
     assert report.partial_after_kill == []

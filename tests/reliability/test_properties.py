@@ -31,9 +31,15 @@ from cpci.server.analysis.verdicts import (
 )
 
 MESSAGES = st.sampled_from(
-    ["", "AssertionError: mismatch", "CUDA out of memory", "NCCL error: unhandled system error",
-     "watchdog caught collective operation timeout", "<b>x</b> @octocat"]
-)  # fmt: skip
+    [
+        "",
+        "AssertionError: mismatch",
+        "CUDA out of memory",
+        "NCCL error: unhandled system error",
+        "watchdog caught collective operation timeout",
+        "<b>x</b> @octocat",
+    ]
+)
 RESULTS = st.builds(
     ResultView,
     outcome=st.sampled_from(OUTCOMES),
@@ -50,9 +56,19 @@ HEADS = st.lists(RESULTS, min_size=1, max_size=4)
 def assessment(flaky: bool, failures: int, trials: int) -> FlakinessAssessment:
     record = FlakeRecord(failures=min(failures, trials), trials=trials)
     return FlakinessAssessment(
-        flaky=flaky, reason="generated", runs=10, passes=5, failures=5, flips=3, flip_rate=0.3,
-        lower_bound=0.1, effective_runs=9.0, same_commit=[], failing_runs=[], record=record,
-    )  # fmt: skip
+        flaky=flaky,
+        reason="generated",
+        runs=10,
+        passes=5,
+        failures=5,
+        flips=3,
+        flip_rate=0.3,
+        lower_bound=0.1,
+        effective_runs=9.0,
+        same_commit=[],
+        failing_runs=[],
+        record=record,
+    )
 
 
 KNOWN = st.none() | st.builds(assessment, st.booleans(), st.integers(0, 40), st.integers(0, 40))
