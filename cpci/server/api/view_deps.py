@@ -2,7 +2,8 @@
 
 A page's JSON twin (`api/routes/pages.py`) returns the view and its HTML page (`ui/routes.py`)
 renders it; both take the view from here, so the two cannot drift apart in what they accept or
-what they show.
+what they show. The PR report's endpoint (`api/routes/repos.py`) and the PR page share
+`PullReportView`.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Annotated
 
 from fastapi import Depends, Query
 
-from cpci.schema import Outcome
+from cpci.schema import Outcome, PullRequestReport
 from cpci.server.api.deps import (
     LinksDep,
     PullNumber,
@@ -20,6 +21,7 @@ from cpci.server.api.deps import (
     SettingsDep,
     ShardCacheDep,
 )
+from cpci.server.crud.pull_report import pull_request_report
 from cpci.server.views.config_overview import config_overview
 from cpci.server.views.dashboard import build_dashboard
 from cpci.server.views.pull_page import pull_page
@@ -72,15 +74,15 @@ def run_view(
     )
 
 
-def pull_view(
+def pull_report_view(
     repository: ReadableRepoDep,
     session: SessionDep,
     settings: SettingsDep,
     links: LinksDep,
     cache: ShardCacheDep,
     number: PullNumber,
-) -> PullPage:
-    return pull_page(
+) -> PullRequestReport:
+    return pull_request_report(
         session=session,
         repo=repository,
         number=number,
@@ -88,6 +90,13 @@ def pull_view(
         links=links,
         cache=cache,
     )
+
+
+PullReportView = Annotated[PullRequestReport, Depends(pull_report_view)]
+
+
+def pull_view(report: PullReportView, session: SessionDep) -> PullPage:
+    return pull_page(session=session, report=report)
 
 
 DashboardView = Annotated[Dashboard, Depends(dashboard_view)]

@@ -5,26 +5,15 @@ from __future__ import annotations
 
 from sqlmodel import Session
 
-from cpci.server.core.config import Settings
+from cpci.schema import PullRequestReport
 from cpci.server.crud.github import load_pull_state
-from cpci.server.crud.pull_report import pull_request_report
-from cpci.server.models import Repository
-from cpci.server.shard_cache import ShardCache
 from cpci.server.views.read_models import PullPage
-from cpci.urls import Links
 
 
-def pull_page(
-    *,
-    session: Session,
-    repo: Repository,
-    number: int,
-    settings: Settings,
-    links: Links,
-    cache: ShardCache,
-) -> PullPage:
-    report = pull_request_report(
-        session=session, repo=repo, number=number, settings=settings, links=links, cache=cache
+def pull_page(*, session: Session, report: PullRequestReport) -> PullPage:
+    """The PR report (built once, for the report endpoint and this page alike) and what the bot
+    last found of its changed files."""
+    state = load_pull_state(
+        session=session, repository=report.repository, number=report.pull_request
     )
-    state = load_pull_state(session=session, repository=repo.name, number=number)
     return PullPage(report=report, consistency=state.consistency if state else None)

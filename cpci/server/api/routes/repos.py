@@ -12,18 +12,16 @@ from cpci.schema import PullRequestReport, ReportSectionPage
 from cpci.server.api.deps import (
     LinksDep,
     PrincipalDep,
-    PullNumber,
     ReadableRepoDep,
     SessionDep,
     SettingsDep,
-    ShardCacheDep,
 )
 from cpci.server.api.section_deps import PullSectionView
+from cpci.server.api.view_deps import PullReportView
 from cpci.server.core.provenance import check_ancestry
 from cpci.server.crud.commits import record_parents
 from cpci.server.crud.flaky import flaky_configs
 from cpci.server.crud.history import config_history
-from cpci.server.crud.pull_report import pull_request_report
 from cpci.server.crud.repos import bind_github_id, ensure_repository
 from cpci.server.views.read_models import FlakyList, HistoryPage, RunSummary
 from cpci.server.views.run import run_summary
@@ -71,22 +69,8 @@ def flaky(
     "/pulls/{number}/report",
     summary="Verdict per config for a pull request: head against base",
 )
-def pull_request(
-    repository: ReadableRepoDep,
-    session: SessionDep,
-    settings: SettingsDep,
-    links: LinksDep,
-    cache: ShardCacheDep,
-    number: PullNumber,
-) -> PullRequestReport:
-    return pull_request_report(
-        session=session,
-        repo=repository,
-        number=number,
-        settings=settings,
-        links=links,
-        cache=cache,
-    )
+def pull_request(report: PullReportView) -> PullRequestReport:
+    return report
 
 
 @router.get(
