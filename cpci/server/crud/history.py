@@ -6,15 +6,15 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 import sqlalchemy as sa
-from sqlmodel import Session, col, select
+from sqlmodel import Session, col
 
 from cpci.schema import FAILING_OUTCOMES, RunLink
 from cpci.server.analysis.observations import Observation
 from cpci.server.analysis.signatures import signature
 from cpci.server.analysis.verdicts import culprit_error
-from cpci.server.core.errors import NotFound
 from cpci.server.crud.common import chunks, fetch_rows, from_json
-from cpci.server.models import Config, Repository, Result, Run, Shard, as_utc
+from cpci.server.crud.repos import get_config
+from cpci.server.models import Repository, Result, Run, Shard, as_utc
 from cpci.server.views.read_models import HistoryEntry, HistoryPage
 from cpci.urls import Links
 
@@ -32,11 +32,8 @@ def config_history(
     links: Links,
 ) -> HistoryPage:
     """Newest first; `before` is the cursor (a result id) from the previous page."""
-    config = session.exec(
-        select(Config).where(Config.repository_id == repo.id, Config.key == key)
-    ).first()
-    if config is None or config.id is None:
-        raise NotFound(f"no config {key!r} in {repo.name}; config ids look like NODEID@WORLD_SIZE")
+    config = get_config(session=session, repo=repo, key=key)
+    assert config.id is not None
     # Named columns, not entities: a page is read on every click of the UI and by bots.
     query = (
         sa.select(

@@ -1,4 +1,5 @@
-"""Repositories and environments: looked up by name or fingerprint, created on first use."""
+"""Repositories, their configs and environments: looked up by name, key or fingerprint;
+repositories and environments created on first use."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from cpci.schema import Environment
 from cpci.server.core.errors import NotFound
 from cpci.server.core.provenance import check_repository_id
 from cpci.server.crud.common import insert_missing
-from cpci.server.models import EnvironmentFingerprint, Repository
+from cpci.server.models import Config, EnvironmentFingerprint, Repository
 
 
 def get_repository(*, session: Session, name: str) -> Repository:
@@ -19,6 +20,16 @@ def get_repository(*, session: Session, name: str) -> Repository:
     if repo is None:
         raise NotFound(f"no results for repository {name!r} yet: upload a run first")
     return repo
+
+
+def get_config(*, session: Session, repo: Repository, key: str) -> Config:
+    """A config of `repo` by its key (NODEID@WORLD_SIZE); a 404 saying what keys look like."""
+    config = session.exec(
+        select(Config).where(Config.repository_id == repo.id, Config.key == key)
+    ).first()
+    if config is None or config.id is None:
+        raise NotFound(f"no config {key!r} in {repo.name}; config ids look like NODEID@WORLD_SIZE")
+    return config
 
 
 def ensure_repository(*, session: Session, name: str) -> int:

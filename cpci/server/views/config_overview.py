@@ -21,10 +21,9 @@ from cpci.schema import FAILING_OUTCOMES
 from cpci.server.analysis.observations import PASSING_OUTCOMES
 from cpci.server.analysis.signatures import signature
 from cpci.server.analysis.verdicts import ResultView, state_of
-from cpci.server.core.errors import NotFound
 from cpci.server.crud.common import from_json, raw_json
+from cpci.server.crud.repos import get_config
 from cpci.server.models import (
-    Config,
     EnvironmentFingerprint,
     Repository,
     Result,
@@ -67,12 +66,9 @@ class _Row:
 def config_overview(
     *, session: Session, repo: Repository, key: str, limit: int = LIMIT
 ) -> ConfigOverview:
-    config = session.exec(
-        select(Config).where(Config.repository_id == repo.id, Config.key == key)
-    ).first()
-    if config is None:
-        raise NotFound(f"no config {key!r} in {repo.name}; config ids look like NODEID@WORLD_SIZE")
-    rows = _rows(session, config.id or 0, limit)
+    config = get_config(session=session, repo=repo, key=key)
+    assert config.id is not None
+    rows = _rows(session, config.id, limit)
     runners = _places((r.runner or "(unnamed runner)", r) for r in rows)
     return ConfigOverview(
         repository=repo.name,
