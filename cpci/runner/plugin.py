@@ -10,6 +10,7 @@ from collections.abc import Generator
 
 import pytest
 
+from cpci.runner import hookspecs
 from cpci.runner.dist import DistContext
 from cpci.runner.planning import MARKER_HELP
 from cpci.runner.pytest_reports import FLAKY_ATTR
@@ -18,6 +19,10 @@ from cpci.runner.session import BatchedSession
 from cpci.runner.settings import add_options, resolve
 
 SESSION = pytest.StashKey[BatchedSession]()
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    pluginmanager.add_hookspecs(hookspecs)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

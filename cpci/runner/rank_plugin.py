@@ -1,15 +1,17 @@
 """The pytest plugin inside each rank: runs the world's configs in plan order, one at a time.
 
 Every rank runs the same pytest items with the real pytest protocol (fixtures, skip/xfail marks,
-captured output all behave as usual). Around each config a rank journals begin/end, resets state,
-then takes part in the agreement: an all_reduce(MIN) of "did I pass" on a private gloo group,
-then a gather of each rank's reports to rank 0, which appends the agreed record to the world's
-outcomes file. Test code cannot disturb the agreement: it runs on its own group.
+captured output all behave as usual). Around each config a rank journals begin/end, resets state
+(`cpci.runner.config_state`, then the suite's `pytest_cpci_reset` hooks), then takes part in the
+agreement: an all_reduce(MIN) of "did I pass" on a private gloo group, then a gather of each
+rank's reports to rank 0, which appends the agreed record to the world's outcomes file.
+Test code cannot disturb the agreement: it runs on its own group.
 """
 
 from __future__ import annotations
 
 import time
+import traceback
 from typing import Any
 
 import pytest
@@ -20,6 +22,7 @@ from cpci.runner.dist import DistContext
 from cpci.runner.journal import JournalWriter
 from cpci.runner.protocol import Begin, End, PlanEntry, RankPayload, WorldPlan
 from cpci.runner.rank_errors import rank_error
+from cpci.schema import RankError
 
 DIST_CONTEXT = pytest.StashKey[DistContext]()
 
@@ -94,6 +97,12 @@ class RankPlugin:
                 item.ihook.pytest_runtest_protocol(item=item, nextitem=nextitem)
             payload = self._payload()
             failed_t = min((r.stop for r in self._reports if r.failed), default=None)
+            reset_failed = self._reset(entry.nodeid)
+            if reset_failed is not None:
+                payload = payload.model_copy(
+                    update={"outcome": "error", "errors": [*payload.errors, reset_failed]}
+                )
+                failed_t = failed_t or time.time()
         end = End(
             index=entry.index,
             t=time.time(),
@@ -103,6 +112,16 @@ class RankPlugin:
         )
         self._journal.write(end)
         self._agree(entry.index, payload, started)
+
+    def _reset(self, nodeid: str) -> RankError | None:
+        """Run the suite's `pytest_cpci_reset` hooks; their failure is the config's error."""
+        assert self._config is not None
+        try:
+            self._config.hook.pytest_cpci_reset(config_nodeid=nodeid)
+        except Exception:
+            text = f"pytest_cpci_reset failed after {nodeid}:\n{traceback.format_exc()}"
+            return rank_error(self._context.rank, "teardown", text)
+        return None
 
     def _payload(self) -> RankPayload:
         assert self._config is not None
