@@ -211,6 +211,7 @@ def _judge(inputs: ReportInputs, policy: ReportPolicy) -> _Judged:
     known_by_pk: dict[int, FlakinessAssessment] = {}  # a config on several legs: assess once
     histories, base_map = inputs.histories, inputs.base
     waiting = Decision("pending", inputs.shards.text)  # type: ignore[arg-type]
+    by_storm: dict[int, Decision] = {}  # one decision per storm, shared by its configs
     for at in sorted(inputs.head, key=lambda at: (inputs.configs[at.pk], at.leg)):
         head = inputs.head[at]
         known = None
@@ -219,7 +220,9 @@ def _judge(inputs: ReportInputs, policy: ReportPolicy) -> _Judged:
         else:
             storm = storms.of.get(at) if storms else None
             if storm is not None and storm.infra_rule is not None:
-                decision = _storm_decision(storm)
+                decision = by_storm.get(id(storm)) or by_storm.setdefault(
+                    id(storm), _storm_decision(storm)
+                )
             else:
                 base = _base_of(base_map, at) if base_map is not None else None
                 history = histories.get(at.pk)  # loaded for failing configs only

@@ -57,9 +57,15 @@ class Storms:
 NO_STORMS = Storms([], {})
 
 
-def failure_signature(results: Sequence[ResultView]) -> tuple[str, str | None] | None:
+Signed = tuple[str, str | None]
+
+
+def failure_signature(
+    results: Sequence[ResultView], seen: dict[tuple[str, str], Signed] | None = None
+) -> Signed | None:
     """A failing (or never-run) config's signature and the infra rule it matches, if any;
-    None for a config that passed, was skipped, or passed on a rerun."""
+    None for a config that passed, was skipped, or passed on a rerun. `seen` remembers the
+    signatures of (outcome, error) pairs already read: a storm repeats a few thousands of times."""
     state = state_of(results)
     never_ran = state == "skip" and any(r.outcome in NOT_RUN_OUTCOMES for r in results)
     if state != "fail" and not never_ran:
@@ -67,11 +73,21 @@ def failure_signature(results: Sequence[ResultView]) -> tuple[str, str | None] |
     for r in results:
         if r.outcome in FAILING_OUTCOMES or r.outcome in NOT_RUN_OUTCOMES:
             text = culprit_of(r)
-            if r.outcome in NOT_RUN_OUTCOMES:
-                return signature(text), "not-run"
-            rule = infra_signature(r.outcome, (text,))
-            return signature(text), rule.name if rule else None
+            key = (r.outcome, text)
+            found = seen.get(key) if seen is not None else None
+            if found is None:
+                found = _sign(r.outcome, text)
+                if seen is not None:
+                    seen[key] = found
+            return found
     return None
+
+
+def _sign(outcome: str, text: str) -> Signed:
+    if outcome in NOT_RUN_OUTCOMES:
+        return signature(text), "not-run"
+    rule = infra_signature(outcome, (text,))
+    return signature(text), rule.name if rule else None
 
 
 def find_storms(
@@ -89,10 +105,11 @@ def find_storms(
             groups[place].append(key)
     found: list[Storm] = []
     of: dict[object, Storm] = {}
+    seen: dict[tuple[str, str], Signed] = {}
     for (shard, leg), keys in sorted(groups.items()):
         if len(keys) < policy.min_configs:
             continue
-        signed = {k: failure_signature(head[k]) for k in keys}
+        signed = {k: failure_signature(head[k], seen) for k in keys}
         counts = Counter(s for s in signed.values() if s is not None)
         if not counts:
             continue

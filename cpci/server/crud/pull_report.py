@@ -173,11 +173,13 @@ def _by_leg(
     places = sorted({(s.leg, s.shard_index) for s in shards})
     for leg, index in places:
         group = [s for s in shards if s.leg == leg and s.shard_index == index]
-        for pk, rs in results_of(session=session, shards=group).items():
-            at = ConfigLeg(pk, leg)
-            out.setdefault(at, []).extend(rs)
-            if shard_of is not None:
-                shard_of[at] = index
+        results = results_of(session=session, shards=group, failed_durations=False)
+        placed = {ConfigLeg(pk, leg): rs for pk, rs in results.items()}
+        for at in placed.keys() & out.keys():  # a config on two shards of one leg: both
+            placed[at] = out[at] + placed[at]
+        out.update(placed)
+        if shard_of is not None:
+            shard_of.update(dict.fromkeys(placed, index))
     return out
 
 
