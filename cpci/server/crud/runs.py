@@ -92,35 +92,66 @@ def merge_runs(*, session: Session, runs: Iterable[Run]) -> list[MergedRun]:
     return sorted(merged, key=lambda m: -(m.latest.id or 0))
 
 
-def results_of(*, session: Session, shards: Iterable[Shard]) -> dict[int, list[ResultView]]:
+#: A result's `rank_errors` as a verdict reads them: messages, ranks, the culprit's error.
+ErrorsRead = tuple[tuple[str, ...], tuple[int, ...], str]
+
+
+def results_of(
+    *, session: Session, shards: Iterable[Shard], failed_durations: bool = True
+) -> dict[int, list[ResultView]]:
     """The results of the given shards, by config database id (narrow columns, one query: a
-    report reads tens of thousands)."""
+    report reads tens of thousands). With `failed_durations=False` only passing results keep
+    their duration (what a PR report reads: it times passing results only), so the identical
+    failures of a storm share one `ResultView`."""
     out: dict[int, list[ResultView]] = defaultdict(list)
     ids = [s.id for s in shards]
     if not ids:
         return out
     member, values = one_of(session, ids)
+    duration = "duration_s" if failed_durations else _PASSED_DURATION
     rows = fetch_rows(
         session,
-        "SELECT config_id, outcome, duration_s, flaky, rank_errors, metrics, attempt, isolation "
-        f"FROM result WHERE shard_id{member}",
+        f"SELECT config_id, outcome, {duration}, flaky, CAST(rank_errors AS TEXT), metrics, "
+        f"attempt, isolation FROM result WHERE shard_id{member}",
         values,
     )
-    for config_id, outcome, duration, flaky, errors, metrics, attempt, isolation in rows:
-        out[config_id].append(
-            ResultView(
-                outcome,
-                duration,
-                bool(flaky),
-                _messages(decoded := from_json(errors) if errors is not None else None),
-                from_json(metrics) if metrics is not None else {},
-                _ranks(decoded),
-                attempt,
-                isolation,
-                culprit_error(decoded),
-            )
+    # A storm repeats a few error texts over tens of thousands of results: each decoded once,
+    # and (durations aside) each distinct result without metrics is one shared, immutable view.
+    read: dict[str, ErrorsRead] = {}
+    seen: dict[tuple[Any, ...], ResultView] = {}
+    nothing: ErrorsRead = ((), (), "")
+    for row in rows:
+        config_id, outcome, took, flaky, errors, metrics, attempt, isolation = row
+        if metrics is None and (shared := seen.get(row[1:])) is not None:
+            out[config_id].append(shared)
+            continue
+        if errors is None:
+            messages, ranks, culprit = nothing
+        elif (known := read.get(errors)) is not None:
+            messages, ranks, culprit = known
+        else:
+            decoded = from_json(errors)
+            known = (_messages(decoded), _ranks(decoded), culprit_error(decoded))
+            messages, ranks, culprit = read[errors] = known
+        view = ResultView(
+            outcome,
+            took,
+            bool(flaky),
+            messages,
+            from_json(metrics) if metrics is not None else {},
+            ranks,
+            attempt,
+            isolation,
+            culprit,
         )
+        if metrics is None:
+            seen[row[1:]] = view
+        out[config_id].append(view)
     return out
+
+
+#: A failing result's duration, dropped where only passing ones are timed.
+_PASSED_DURATION = "CASE WHEN outcome = 'passed' THEN duration_s ELSE 0.0 END"
 
 
 def _messages(errors: list[dict[str, Any]] | None) -> tuple[str, ...]:
