@@ -196,7 +196,7 @@ def _pulls(
                 shards=report.shards,
                 failing=failing_configs(report),
                 failing_at_base_too=(
-                    len(report.broken_at_base) if report.baseline.used_commit else None
+                    report.total("broken_at_base") if report.baseline.used_commit else None
                 ),
                 by_verdict=counts,
                 summary=count_text(counts),
