@@ -3,17 +3,13 @@ session's `postgres_server`, see tests/conftest.py)."""
 
 from __future__ import annotations
 
-import itertools
 import os
-import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 from fastapi.testclient import TestClient
-from service_builders import REPO
 from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 from sqlmodel import Session
@@ -22,33 +18,22 @@ from cpci.server import Settings, create_app
 from cpci.server.core.db import create_db_engine
 from cpci.server.core.migrate import upgrade
 from cpci.server.crud.tokens import create_token
-
-ENGINES = ("sqlite", "postgresql")
-
-
-def _admin(url: str) -> psycopg.Connection[Any]:
-    u = make_url(url)
-    return psycopg.connect(
-        host=u.host, port=u.port, user=u.username, password=u.password,
-        dbname=u.database or "postgres", autocommit=True,
-    )  # fmt: skip
-
-
-_counter = itertools.count()
+from tests.server.databases import ENGINES, ClientFactory, admin, fresh_database
+from tests.server.service_builders import REPO
 
 
 @pytest.fixture(scope="session")
 def postgres_template(postgres_server: str) -> Iterator[str]:
     """A migrated database that each test's database is copied from (fast and isolated)."""
     name = f"cpci_template_{os.getpid()}"
-    with _admin(postgres_server) as conn:
+    with admin(postgres_server) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {name}")
         conn.execute(f"CREATE DATABASE {name}")
     engine = create_db_engine(make_url(postgres_server).set(database=name).render_as_string(False))
     upgrade(engine)
     engine.dispose()
     yield name
-    with _admin(postgres_server) as conn:
+    with admin(postgres_server) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
@@ -59,29 +44,6 @@ def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     upgrade(engine)
     engine.dispose()
     return path
-
-
-def fresh_database(
-    kind: str, request: pytest.FixtureRequest, tmp_path: Path, *, migrated: bool
-) -> str:
-    """The URL of a new, empty database of `kind`, dropped after the test."""
-    if kind == "sqlite":
-        path = tmp_path / "cpci.db"
-        if migrated:
-            shutil.copy(request.getfixturevalue("sqlite_template"), path)
-        return f"sqlite:///{path}"
-    server: str = request.getfixturevalue("postgres_server")
-    name = f"cpci_test_{os.getpid()}_{next(_counter)}"
-    template = f" TEMPLATE {request.getfixturevalue('postgres_template')}" if migrated else ""
-    with _admin(server) as conn:
-        conn.execute(f"CREATE DATABASE {name}{template}")
-
-    def drop() -> None:
-        with _admin(server) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-
-    request.addfinalizer(drop)
-    return make_url(server).set(database=name).render_as_string(hide_password=False)
 
 
 @pytest.fixture(params=ENGINES)
@@ -104,9 +66,6 @@ def token(engine: Engine) -> str:
         created = create_token(session=session, repository=REPO, name="tests")
         session.commit()
     return created.token
-
-
-ClientFactory = Callable[..., TestClient]
 
 
 @pytest.fixture

@@ -13,7 +13,8 @@ from typing import Any
 
 import jwt
 from cryptography.hazmat.primitives.asymmetric import rsa
-from service_builders import REPO
+
+from tests.server.service_builders import REPO
 
 ISSUER = "https://token.actions.githubusercontent.com"
 AUDIENCE = "cpci-test"

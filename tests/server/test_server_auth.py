@@ -8,15 +8,15 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import ClientFactory
 from fastapi.testclient import TestClient
-from oidc_keys import AUDIENCE, ISSUER, Keys, jwks_server
-from service_builders import REPO, envelope, record, upload
 from sqlalchemy import Engine, func
 from sqlmodel import Session, select
 
 from cpci.server.crud.tokens import create_token, revoke_token
 from cpci.server.models import Run, UploadToken
+from tests.server.databases import ClientFactory
+from tests.server.oidc_keys import AUDIENCE, ISSUER, Keys, jwks_server
+from tests.server.service_builders import REPO, envelope, record, upload
 
 
 def runs(engine: Engine) -> int:

@@ -39,9 +39,12 @@ def test_bulk_insert_ignores_conflicts_when_asked(engine: Engine) -> None:
         row = (repo, "t@2", "t", 2, None)
         bulk_insert(session=session, model=Config, columns=COLUMNS, rows=[row])
         bulk_insert(
-            session=session, model=Config, columns=COLUMNS, rows=[row, (repo, "u@2", "u", 2, None)],
+            session=session,
+            model=Config,
+            columns=COLUMNS,
+            rows=[row, (repo, "u@2", "u", 2, None)],
             on_conflict_ignore=["repository_id", "key"],
-        )  # fmt: skip
+        )
         assert fetch_rows(session, "SELECT count(*) FROM config") == [(2,)]
 
 

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import ENGINES, fresh_database
-from service_builders import REPO, envelope, record
 
 from cpci.cli import main
 from cpci.server.devpg import free_port
+from tests.server.databases import ENGINES, fresh_database
+from tests.server.service_builders import REPO, envelope, record
 
 DEADLINE_S = 30
 
@@ -35,9 +35,12 @@ def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str
     port = free_port()
     env = {**os.environ, "CPCI_DATABASE_URL": url, "CPCI_PORT": str(port)}
     process = subprocess.Popen(
-        [sys.executable, "-m", "cpci", "serve"], env=env,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+        [sys.executable, "-m", "cpci", "serve"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + DEADLINE_S
     try:

@@ -9,8 +9,9 @@ from cpci.server.analysis.flakiness import FlakinessPolicy, assess_flakiness, wi
 from cpci.server.analysis.observations import Observation
 
 
-def history(pattern: str, *, commits: str | None = None, env: int = 1, pr: bool = False,
-            start: int = 0) -> list[Observation]:  # fmt: skip
+def history(
+    pattern: str, *, commits: str | None = None, env: int = 1, pr: bool = False, start: int = 0
+) -> list[Observation]:
     """One observation per letter: P passed, F failed, S skipped, R failed-then-passed rerun,
     N never ran.
     Each is its own run on its own commit unless `commits` gives one letter per observation."""

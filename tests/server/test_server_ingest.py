@@ -6,14 +6,14 @@ import threading
 from typing import Any
 
 import pytest
-from conftest import ClientFactory
 from fastapi.testclient import TestClient
-from service_builders import REPO, envelope, record, upload
 from sqlalchemy import Engine, func
 from sqlalchemy.exc import OperationalError
 from sqlmodel import Session, select
 
 from cpci.server.models import Config, Result, Run, Shard
+from tests.server.databases import ClientFactory
+from tests.server.service_builders import REPO, envelope, record, upload
 
 
 def counts(engine: Engine) -> dict[str, int]:
@@ -186,11 +186,17 @@ def test_awkward_text_survives_the_bulk_paths(client: TestClient, engine: Engine
     errors = [{"rank": 1, "phase": "call", "message": "boom\tbad", "detail": detail}]
     body = envelope(
         [
-            record("odd", "failed", rank_errors=errors, params={"name": "a'b\"c\\d\n"},
-                   metrics={"ε": 1.5}, batch={"index": 0, "world": 1, "size": 2}),
+            record(
+                "odd",
+                "failed",
+                rank_errors=errors,
+                params={"name": "a'b\"c\\d\n"},
+                metrics={"ε": 1.5},
+                batch={"index": 0, "world": 1, "size": 2},
+            ),
             record("plain"),
         ]
-    )  # fmt: skip
+    )
     upload(client, body)
     with Session(engine) as session:
         rows = session.exec(select(Result).order_by(Result.id)).all()  # type: ignore[arg-type]

@@ -6,13 +6,13 @@ from __future__ import annotations
 from html.parser import HTMLParser
 
 import httpx
-from service_builders import envelope, record
 from sqlalchemy import Engine
 from sqlmodel import Session
 
 from cpci.server import Settings, create_app
 from cpci.server.crud.tokens import create_token
 from tests.live_server import serve
+from tests.server.service_builders import envelope, record
 
 
 class Links(HTMLParser):

@@ -7,13 +7,13 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from service_builders import REPO, envelope, record
 from sqlalchemy import Engine
 from sqlmodel import Session, col, select
 
 from cpci.server import Settings, create_app
 from cpci.server.models import Shard
 from tests.live_server import serve
+from tests.server.service_builders import REPO, envelope, record
 
 
 @pytest.fixture

@@ -7,12 +7,12 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
-from service_builders import REPO, envelope, record
 from sqlalchemy import Engine
 
 from cpci.server import Settings, create_app
 from cpci.urls import Links
 from tests.live_server import serve
+from tests.server.service_builders import REPO, envelope, record
 
 HOSTILE_RUN_IDS = ["../../settings", "..", ".", "...", "a/../../b", "%2e%2e", "x?y#z", "run 1"]
 

@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import fresh_database
 
 from cpci.server.core import migrate
 from cpci.server.core.db import create_db_engine
+from tests.server.databases import fresh_database
 
 REPO_ROOT = Path(__file__).parents[2]
 

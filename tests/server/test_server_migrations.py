@@ -7,15 +7,26 @@ from pathlib import Path
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from conftest import ENGINES, fresh_database
 from sqlalchemy import inspect, text
 from sqlmodel import SQLModel
 
 from cpci.server.core import migrate
 from cpci.server.core.db import create_db_engine
+from tests.server.databases import ENGINES, fresh_database
 
-TABLES = {"repository", "upload_token", "environment", "run", "shard", "config", "result",
-          "commit_parent", "alembic_version", "github_delivery", "github_pull_state"}  # fmt: skip
+TABLES = {
+    "repository",
+    "upload_token",
+    "environment",
+    "run",
+    "shard",
+    "config",
+    "result",
+    "commit_parent",
+    "alembic_version",
+    "github_delivery",
+    "github_pull_state",
+}
 
 
 @pytest.mark.parametrize("kind", ENGINES)

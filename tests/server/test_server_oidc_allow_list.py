@@ -10,9 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
-from oidc_keys import AUDIENCE, ISSUER, REPO_ID, Keys, jwks_server
 from pydantic import ValidationError
-from service_builders import BASE, REPO, envelope, record
 from sqlalchemy import Engine
 from sqlmodel import Session, select
 
@@ -20,6 +18,8 @@ from cpci.server import Settings, create_app
 from cpci.server.core.provenance import OidcAllowList, OidcClaims
 from cpci.server.models import Repository
 from tests.live_server import serve
+from tests.server.oidc_keys import AUDIENCE, ISSUER, REPO_ID, Keys, jwks_server
+from tests.server.service_builders import BASE, REPO, envelope, record
 
 #: A repository allow-listed by id only: GitHub's id survives a rename.
 RENAMED, RENAMED_ID = "acme-old/attn-renamed", "777"

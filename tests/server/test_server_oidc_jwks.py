@@ -18,7 +18,6 @@ import httpx
 import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
-from service_builders import REPO, envelope, record
 
 from cpci.server import Settings, create_app
 from cpci.server.core.db import create_db_engine
@@ -26,6 +25,7 @@ from cpci.server.core.errors import Unauthorized, Unavailable
 from cpci.server.core.migrate import upgrade
 from cpci.server.core.oidc import OidcVerifier
 from tests.live_server import serve
+from tests.server.service_builders import REPO, envelope, record
 
 ISSUER = "https://token.actions.githubusercontent.com"
 AUDIENCE = "cpci-jwks-test"

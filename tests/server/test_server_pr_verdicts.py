@@ -14,11 +14,11 @@ from typing import Any
 
 import httpx
 import pytest
-from service_builders import REPO, config, envelope, record, sha
 from sqlalchemy import Engine
 
 from cpci.server import Settings, create_app
 from tests.live_server import serve
+from tests.server.service_builders import REPO, config, envelope, record, sha
 
 API = f"/api/v1/repos/{REPO}"
 BASE_RUNS = 30

@@ -9,8 +9,6 @@ from typing import Any
 
 import httpx
 import pytest
-from oidc_keys import AUDIENCE, ISSUER, REPO_ID, Keys, jwks_server, pull_request_claims
-from service_builders import BASE, REPO, envelope, record
 from sqlalchemy import Engine, func
 from sqlmodel import Session, select
 
@@ -21,6 +19,8 @@ from cpci.server.core.provenance import Credential, OidcClaims, check_upload
 from cpci.server.crud.tokens import create_token
 from cpci.server.models import Repository, Run
 from tests.live_server import serve
+from tests.server.oidc_keys import AUDIENCE, ISSUER, REPO_ID, Keys, jwks_server, pull_request_claims
+from tests.server.service_builders import BASE, REPO, envelope, record
 
 FORK_WORKFLOW = f"{REPO}/.github/workflows/cpci-fork-results.yml@refs/heads/main"
 

@@ -11,14 +11,14 @@ from datetime import timedelta
 
 import httpx
 import pytest
-from oidc_keys import AUDIENCE, ISSUER, Keys, jwks_server
-from service_builders import REPO, envelope, record
 from sqlalchemy import Engine, update
 from sqlmodel import Session, col, func, select
 
 from cpci.server import Settings, create_app
 from cpci.server.models import Result, Shard, utcnow
 from tests.live_server import serve
+from tests.server.oidc_keys import AUDIENCE, ISSUER, Keys, jwks_server
+from tests.server.service_builders import REPO, envelope, record
 
 OTHER = "acme/other"
 

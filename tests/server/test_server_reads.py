@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from service_builders import HEAD, REPO, config, envelope, record, sha, upload
 from sqlalchemy import Engine
 from sqlmodel import Session, select
 
 from cpci.server.crud.history import observations
 from cpci.server.models import Config
 from cpci.urls import Links
+from tests.server.service_builders import HEAD, REPO, config, envelope, record, sha, upload
 
 MAIN_RUNS = 12
 FLAKY = "FPFPFPFPFPFP"  # on main, one letter per run
@@ -35,8 +35,14 @@ def seed_main(client: TestClient) -> None:
 
 
 def pr_shards(pr: int = 7, base: str = sha(MAIN_RUNS), run: str = "200") -> list[dict[str, Any]]:
-    common = {"commit": HEAD, "branch": "feature", "pull_request": pr, "base_commit": base,
-              "ci_run_id": run, "shard_total": 2}  # fmt: skip
+    common = {
+        "commit": HEAD,
+        "branch": "feature",
+        "pull_request": pr,
+        "base_commit": base,
+        "ci_run_id": run,
+        "shard_total": 2,
+    }
     return [
         envelope(
             [
@@ -115,9 +121,16 @@ def test_pr_report_is_pending_until_every_shard_is_in_then_gives_verdicts(
     assert done["counts"] == {
         "configs": 8,
         "results": 8,
-        "by_verdict": {"broken_at_base": 1, "fixed": 1, "flaky": 1, "infra": 1,
-                       "new_failure": 1, "no_baseline": 1, "passed": 2},
-    }  # fmt: skip
+        "by_verdict": {
+            "broken_at_base": 1,
+            "fixed": 1,
+            "flaky": 1,
+            "infra": 1,
+            "new_failure": 1,
+            "no_baseline": 1,
+            "passed": 2,
+        },
+    }
     # The link people follow is the config's page in the UI; its history is the JSON twin.
     page = client.get(done["new_failures"][0]["history_url"])
     assert page.status_code == 200
@@ -147,8 +160,9 @@ def test_a_rerun_of_the_base_run_reaches_reports_already_made(client: TestClient
     for shard in pr_shards():
         upload(client, shard)
     assert names(report(client)["broken_at_base"]) == [config("broken")]
-    rerun = envelope([record("broken")], commit=sha(MAIN_RUNS), ci_run_id=str(MAIN_RUNS),
-                     ci_attempt=2)  # fmt: skip
+    rerun = envelope(
+        [record("broken")], commit=sha(MAIN_RUNS), ci_run_id=str(MAIN_RUNS), ci_attempt=2
+    )
     upload(client, rerun)
     done = report(client)
     assert done["broken_at_base"] == []
@@ -211,9 +225,13 @@ def test_observations_are_each_configs_latest_window_oldest_first(
         ids = dict(session.exec(select(Config.key, Config.id)).all())
         wanted = [ids[config("flaky")], ids[config("new")]]
         seen = observations(
-            session=session, repo_name=REPO, config_pks=wanted, window=3,
-            links=Links("https://github.com"), exclude_commit=sha(MAIN_RUNS),
-        )  # fmt: skip
+            session=session,
+            repo_name=REPO,
+            config_pks=wanted,
+            window=3,
+            links=Links("https://github.com"),
+            exclude_commit=sha(MAIN_RUNS),
+        )
     for pk in wanted:  # the newest three runs, leaving out the excluded commit's
         assert [o.run.ci_run_id for o in seen[pk]] == ["9", "10", "11"]
     assert [o.outcome for o in seen[ids[config("flaky")]]] == ["failed", "passed", "failed"]
@@ -233,9 +251,12 @@ def test_run_summary_and_flaky_list(client: TestClient) -> None:
 
 @pytest.mark.parametrize(
     "path",
-    ["/api/v1/repos/acme/none/runs/1", f"/api/v1/repos/{REPO}/pulls/1/report",
-     f"/api/v1/repos/{REPO}/runs/404"],
-)  # fmt: skip
+    [
+        "/api/v1/repos/acme/none/runs/1",
+        f"/api/v1/repos/{REPO}/pulls/1/report",
+        f"/api/v1/repos/{REPO}/runs/404",
+    ],
+)
 def test_unknown_things_are_404_with_a_hint(client: TestClient, path: str) -> None:
     upload(client, envelope([record("p2p")]))
     response = client.get(path)

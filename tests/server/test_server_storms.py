@@ -14,7 +14,6 @@ from typing import Any
 
 import httpx
 import pytest
-from service_builders import BASE, HEAD, REPO, envelope, record
 from sqlalchemy import Engine
 
 from cpci import urls
@@ -25,6 +24,7 @@ from cpci.server import Settings, create_app
 from cpci.server.analysis.storms import StormPolicy, failure_signature, find_storms
 from cpci.server.analysis.verdicts import ResultView
 from tests.live_server import serve
+from tests.server.service_builders import BASE, HEAD, REPO, envelope, record
 
 NCCL = "NCCL error in: ProcessGroupNCCL.cpp:{n}, unhandled system error, NCCL version 2.{n}"
 

@@ -77,9 +77,11 @@ def attempts(k: int, message: str = USUAL) -> list[ResultView]:
     ],
 )
 def test_decide(
-    head: list[ResultView], base: list[ResultView] | None, flaky: FlakinessAssessment | None,
+    head: list[ResultView],
+    base: list[ResultView] | None,
+    flaky: FlakinessAssessment | None,
     verdict: str,
-) -> None:  # fmt: skip
+) -> None:
     assert decide(head, base, flaky).verdict == verdict
 
 

@@ -7,12 +7,12 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import ENGINES, fresh_database
 from sqlmodel import Session
 
 from cpci.server.core.db import create_db_engine, writer
 from cpci.server.crud import github as queue
 from cpci.server.models import utcnow
+from tests.server.databases import ENGINES, fresh_database
 
 
 @pytest.mark.parametrize("kind", ENGINES)

@@ -16,19 +16,25 @@ from typing import Any
 import httpx
 import pytest
 from sqlmodel import Session
-from ui_seed import REPO, seed
 
 from cpci.server import Settings, create_app
 from cpci.server.core.db import create_db_engine
 from cpci.server.core.migrate import upgrade
 from cpci.server.crud.tokens import create_token
 from tests.live_server import serve
+from tests.server.ui.ui_seed import REPO, seed
 
 CHROMIUM = os.environ.get("CPCI_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-extensions",
-]  # fmt: skip
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-extensions",
+]
 ROOT = Path(__file__).resolve().parents[3]
 
 

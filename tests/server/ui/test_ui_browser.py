@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from ui_seed import (
+from tests.server.ui.ui_seed import (
     A2A_FAILED_COMMITS,
     LATEST_RUN,
     MAIN_RUNS,

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from fastapi.testclient import TestClient
-from service_builders import config, envelope, record
 from sqlalchemy import Engine
 from sqlmodel import Session
-from ui_seed import (
+
+from cpci.github.bot import PullState
+from cpci.github.consistency import ConsistencyResult, Finding
+from cpci.server.crud.github import save_pull_state
+from tests.server.service_builders import config, envelope, record
+from tests.server.ui.ui_seed import (
     A2A,
     LATEST_RUN,
     MAIN_RUNS,
@@ -21,10 +25,6 @@ from ui_seed import (
     main_run,
     seed,
 )
-
-from cpci.github.bot import PullState
-from cpci.github.consistency import ConsistencyResult, Finding
-from cpci.server.crud.github import save_pull_state
 
 API = f"/api/v1/repos/{REPO}"
 
@@ -141,10 +141,15 @@ def test_pull_page_shows_the_stored_consistency_findings(
 ) -> None:
     seed(client)
     finding = Finding(
-        rule="dtensor-pair", level="fail", severity="fail", message="keep <em>both</em> in step",
-        changed=["workers/v2.py"], unchanged=["workers/v1.py"], files=["workers/v2.py"],
+        rule="dtensor-pair",
+        level="fail",
+        severity="fail",
+        message="keep <em>both</em> in step",
+        changed=["workers/v2.py"],
+        unchanged=["workers/v1.py"],
+        files=["workers/v2.py"],
         acknowledged=False,
-    )  # fmt: skip
+    )
     twin = f"{API}/pulls/{PR}/page"
     assert client.get(twin).json()["consistency"] is None
     with Session(engine) as session:
@@ -171,8 +176,10 @@ def test_run_twin_splits_world_start_up_from_test_time(client: TestClient) -> No
         record("b", duration_s=2.0, batch=world(0, 4.0)),
         record("c", duration_s=3.0, batch=world(1, 5.0)),
     ]
-    client.post("/api/v1/uploads", json=envelope(results, ci_run_id="900", started_at=started,
-                                                 ended_at=ended))  # fmt: skip
+    client.post(
+        "/api/v1/uploads",
+        json=envelope(results, ci_run_id="900", started_at=started, ended_at=ended),
+    )
     shard = client.get(f"{API}/runs/900/detail").json()["shards"][0]
     assert shard["worlds"] == 2
     assert shard["init_s"] == 9.0  # two worlds: 4 s + 5 s of start-up

@@ -20,10 +20,13 @@ def test_scatter_escapes_text_and_draws_one_mark_per_point() -> None:
     ]
     svg = str(
         scatter_plot(
-            title="<script>t</script>", description="d & e", x_label="x<", y_label="y>",
+            title="<script>t</script>",
+            description="d & e",
+            x_label="x<",
+            y_label="y>",
             points=points,
         )
-    )  # fmt: skip
+    )
     assert "<script>" not in svg
     assert "<b>" not in svg
     assert "&lt;script&gt;t&lt;/script&gt;" in svg
@@ -110,9 +113,13 @@ def test_quick_verdict() -> None:
 def test_a_single_run_gets_whole_number_ticks() -> None:
     svg = str(
         scatter_plot(
-            title="t", description="d", x_label="run", y_label="pass rate",
-            points=[Point(0.0, 1.0, "run 0")], x_format=lambda v: f"{v:.0f}",
+            title="t",
+            description="d",
+            x_label="run",
+            y_label="pass rate",
+            points=[Point(0.0, 1.0, "run 0")],
+            x_format=lambda v: f"{v:.0f}",
         )
-    )  # fmt: skip
+    )
     ticks = re.findall(r'class="tick" x="[^"]*" y="[^"]*" text-anchor="middle">([^<]*)</text>', svg)
     assert ticks == ["-1", "0", "1"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Any, Protocol
 
-from service_builders import REPO, config, envelope, record, sha
+from tests.server.service_builders import REPO, config, envelope, record, sha
 
 XSS = "<script>alert(1)</script>"
 NAMES = ("p2p", "a2a", "ring", "all_gather", XSS)
@@ -59,12 +59,18 @@ def main_run(run: int) -> list[dict[str, Any]]:
     when = START + timedelta(hours=run)
     return [
         envelope(
-            results, commit=sha(run), ci_run_id=str(1000 + run), shard_index=index,
-            shard_total=2, runner_name=f"gpu-{'ab'[index]}", runner_labels=["gpu", "h100"],
-            started_at=when.isoformat(), ended_at=(when + timedelta(seconds=60)).isoformat(),
+            results,
+            commit=sha(run),
+            ci_run_id=str(1000 + run),
+            shard_index=index,
+            shard_total=2,
+            runner_name=f"gpu-{'ab'[index]}",
+            runner_labels=["gpu", "h100"],
+            started_at=when.isoformat(),
+            ended_at=(when + timedelta(seconds=60)).isoformat(),
         )
         for index, results in enumerate(shards)
-    ]  # fmt: skip
+    ]
 
 
 def pull_request() -> list[dict[str, Any]]:
@@ -76,11 +82,16 @@ def pull_request() -> list[dict[str, Any]]:
     ]
     return [
         envelope(
-            results, commit=PR_HEAD, branch="feature", pull_request=PR,
-            base_commit=sha(MAIN_RUNS), ci_run_id="2000", runner_name="gpu-a",
+            results,
+            commit=PR_HEAD,
+            branch="feature",
+            pull_request=PR,
+            base_commit=sha(MAIN_RUNS),
+            ci_run_id="2000",
+            runner_name="gpu-a",
             started_at=(START + timedelta(hours=MAIN_RUNS + 1)).isoformat(),
         )
-    ]  # fmt: skip
+    ]
 
 
 def seed(client: Poster) -> None:

@@ -1,0 +1,63 @@
+"""The service tests' databases: both engines, a fresh one per test (copied from a migrated
+template, or empty for migration tests), and the type of the test-client factory fixture.
+
+Fixtures live in `conftest.py`; what a test module imports lives here.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy.engine import make_url
+
+ENGINES = ("sqlite", "postgresql")
+
+
+def admin(url: str) -> psycopg.Connection[Any]:
+    """An autocommit connection to the server of `url` (to create and drop databases)."""
+    u = make_url(url)
+    return psycopg.connect(
+        host=u.host,
+        port=u.port,
+        user=u.username,
+        password=u.password,
+        dbname=u.database or "postgres",
+        autocommit=True,
+    )
+
+
+_counter = itertools.count()
+
+
+def fresh_database(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path, *, migrated: bool
+) -> str:
+    """The URL of a new, empty database of `kind`, dropped after the test."""
+    if kind == "sqlite":
+        path = tmp_path / "cpci.db"
+        if migrated:
+            shutil.copy(request.getfixturevalue("sqlite_template"), path)
+        return f"sqlite:///{path}"
+    server: str = request.getfixturevalue("postgres_server")
+    name = f"cpci_test_{os.getpid()}_{next(_counter)}"
+    template = f" TEMPLATE {request.getfixturevalue('postgres_template')}" if migrated else ""
+    with admin(server) as conn:
+        conn.execute(f"CREATE DATABASE {name}{template}")
+
+    def drop() -> None:
+        with admin(server) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+    request.addfinalizer(drop)
+    return make_url(server).set(database=name).render_as_string(hide_password=False)
+
+
+ClientFactory = Callable[..., TestClient]
