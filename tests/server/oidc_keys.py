@@ -1,5 +1,5 @@
-"""GitHub Actions OIDC on loopback: an RSA key pair, tokens signed with it, and a JWKS server
-publishing its public half (like GitHub's /.well-known/jwks)."""
+"""GitHub Actions OIDC on loopback: an RSA key pair, tokens signed with it, a JWKS server
+publishing its public half (like GitHub's /.well-known/jwks), and a live service trusting it."""
 
 from __future__ import annotations
 
@@ -11,9 +11,13 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import httpx
 import jwt
 from cryptography.hazmat.primitives.asymmetric import rsa
+from sqlalchemy import Engine
 
+from cpci.server import Settings, create_app
+from tests.live_server import serve
 from tests.server.service_builders import REPO
 
 ISSUER = "https://token.actions.githubusercontent.com"
@@ -41,10 +45,14 @@ def pull_request_claims(number: int, repo: str = REPO) -> dict[str, Any]:
 
 
 class Keys:
+    """`good` signs tokens the JWKS publishes (as `k1`), `evil` ones it does not; the JWKS
+    server counts its requests in `jwks_requests` and answers 503 while `down`."""
+
     def __init__(self) -> None:
         self.good = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         self.evil = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         self.jwks_requests = 0
+        self.down = False
 
     def jwks(self) -> dict[str, Any]:
         jwk = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(self.good.public_key()))
@@ -73,8 +81,8 @@ def jwks_server(keys: Keys) -> Iterator[str]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             keys.jwks_requests += 1
-            body = json.dumps(keys.jwks()).encode()
-            self.send_response(200)
+            status, body = (503, b"{}") if keys.down else (200, json.dumps(keys.jwks()).encode())
+            self.send_response(status)
             self.send_header("content-type", "application/json")
             self.send_header("content-length", str(len(body)))
             self.end_headers()
@@ -91,3 +99,21 @@ def jwks_server(keys: Keys) -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+@contextmanager
+def oidc_service(
+    *, db_url: str, keys: Keys, engine: Engine | None = None, **settings: Any
+) -> Iterator[str]:
+    """A live service over `db_url` that trusts `keys`' tokens (audience AUDIENCE, issuer
+    ISSUER) with these extra settings; yields its base URL."""
+    with jwks_server(keys) as jwks, httpx.Client() as oidc_http:
+        configured = Settings(
+            database_url=db_url,
+            oidc_audience=AUDIENCE,
+            oidc_issuer=ISSUER,
+            oidc_jwks_url=jwks,
+            **settings,
+        )
+        with serve(create_app(configured, engine=engine, oidc_http=oidc_http)) as url:
+            yield url

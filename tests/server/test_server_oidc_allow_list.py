@@ -14,11 +14,10 @@ from pydantic import ValidationError
 from sqlalchemy import Engine
 from sqlmodel import Session, select
 
-from cpci.server import Settings, create_app
+from cpci.server import Settings
 from cpci.server.core.provenance import OidcAllowList, OidcClaims
 from cpci.server.models import Repository
-from tests.live_server import serve
-from tests.server.oidc_keys import AUDIENCE, ISSUER, REPO_ID, Keys, jwks_server
+from tests.server.oidc_keys import REPO_ID, Keys, oidc_service
 from tests.server.service_builders import BASE, REPO, envelope, record
 
 #: A repository allow-listed by id only: GitHub's id survives a rename.
@@ -32,17 +31,14 @@ def keys() -> Keys:
 
 @pytest.fixture
 def base_url(engine: Engine, db_url: str, keys: Keys) -> Iterator[str]:
-    with jwks_server(keys) as jwks, httpx.Client() as oidc_http:
-        settings = Settings(
-            database_url=db_url,
-            oidc_audience=AUDIENCE,
-            oidc_issuer=ISSUER,
-            oidc_jwks_url=jwks,
-            oidc_allowed_repositories=("acme/*", "solo/one"),
-            oidc_allowed_repository_ids=(int(RENAMED_ID),),
-        )
-        with serve(create_app(settings, engine=engine, oidc_http=oidc_http)) as url:
-            yield url
+    with oidc_service(
+        db_url=db_url,
+        keys=keys,
+        engine=engine,
+        oidc_allowed_repositories=("acme/*", "solo/one"),
+        oidc_allowed_repository_ids=(int(RENAMED_ID),),
+    ) as url:
+        yield url
 
 
 def token_of(keys: Keys, repository: str, repository_id: str | None) -> str:

@@ -13,13 +13,11 @@ from sqlalchemy import Engine, func
 from sqlmodel import Session, select
 
 from cpci import urls
-from cpci.server import Settings, create_app
 from cpci.server.core.errors import Forbidden
 from cpci.server.core.provenance import Credential, OidcClaims, check_upload
 from cpci.server.crud.tokens import create_token
 from cpci.server.models import Repository, Run
-from tests.live_server import serve
-from tests.server.oidc_keys import AUDIENCE, ISSUER, REPO_ID, Keys, jwks_server, pull_request_claims
+from tests.server.oidc_keys import REPO_ID, Keys, oidc_service, pull_request_claims
 from tests.server.service_builders import BASE, REPO, envelope, record
 
 FORK_WORKFLOW = f"{REPO}/.github/workflows/cpci-fork-results.yml@refs/heads/main"
@@ -32,16 +30,10 @@ def keys() -> Keys:
 
 @pytest.fixture
 def base_url(engine: Engine, db_url: str, keys: Keys) -> Iterator[str]:
-    with jwks_server(keys) as jwks, httpx.Client() as oidc_http:
-        settings = Settings(
-            database_url=db_url,
-            oidc_audience=AUDIENCE,
-            oidc_issuer=ISSUER,
-            oidc_jwks_url=jwks,
-            oidc_fork_workflows=(FORK_WORKFLOW,),
-        )
-        with serve(create_app(settings, engine=engine, oidc_http=oidc_http)) as url:
-            yield url
+    with oidc_service(
+        db_url=db_url, keys=keys, engine=engine, oidc_fork_workflows=(FORK_WORKFLOW,)
+    ) as url:
+        yield url
 
 
 def post(base_url: str, bearer: str, body: dict[str, Any]) -> httpx.Response:
