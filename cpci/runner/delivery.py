@@ -65,6 +65,18 @@ def of_not_run(spec: ConfigSpec, why: str, detail: str, where: Where) -> Deliver
     return _delivery(spec, where, outcome="not_run", duration_s=0.0, rank_errors=[note])
 
 
+def skipped_record(spec: ConfigSpec) -> ResultRecord:
+    """A config the parent skipped before planning: a results line, as if its ranks skipped it."""
+    return ResultRecord(
+        nodeid=spec.nodeid,
+        world_size=spec.world_size,
+        backend=spec.backend,
+        params=spec.params,
+        outcome="skipped",
+        duration_s=0.0,
+    )
+
+
 def _delivery(
     spec: ConfigSpec,
     where: Where,

@@ -6,6 +6,7 @@ text, so the terminal summary, `-rA`, `--junitxml` and `--lf` behave as for any 
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Literal
 
@@ -67,36 +68,51 @@ def synthesized(
     A config that could not be planned or never ran is an error (red, but not a test failure):
     nothing of its code ran.
     """
-    now = time.time()
-
-    def phase_report(
-        when: Literal["setup", "call", "teardown"],
-        result: Literal["passed", "failed"],
-        longrepr: str | None,
-        seconds: float,
-    ) -> pytest.TestReport:
-        return pytest.TestReport(
-            item.nodeid,
-            item.location,
-            dict.fromkeys(item.keywords, 1),
-            result,
-            longrepr,
-            when,
-            duration=seconds,
-            start=now - seconds,
-            stop=now,
-        )
-
     if outcome in ("error", "not_run"):
         return [
-            phase_report("setup", "failed", text, duration),
-            phase_report("teardown", "passed", None, 0.0),
+            _phase_report(item, "setup", "failed", text, duration),
+            _phase_report(item, "teardown", "passed", None, 0.0),
         ]
     return [
-        phase_report("setup", "passed", None, 0.0),
-        phase_report("call", "failed", f"[{outcome.upper()}] {text}", duration),
-        phase_report("teardown", "passed", None, 0.0),
+        _phase_report(item, "setup", "passed", None, 0.0),
+        _phase_report(item, "call", "failed", f"[{outcome.upper()}] {text}", duration),
+        _phase_report(item, "teardown", "passed", None, 0.0),
     ]
+
+
+def skipped_reports(item: pytest.Item, reason: str) -> list[pytest.TestReport]:
+    """The reports pytest itself gives a test skipped by its marks, for one skipped in the parent.
+
+    The skip points at the test (path and 1-based line), as pytest's skip marks do, so `-rs`
+    lists it under the test's own location.
+    """
+    path, line = item.reportinfo()[:2]
+    where = (os.fspath(path), (line or 0) + 1, f"Skipped: {reason}")
+    return [
+        _phase_report(item, "setup", "skipped", where, 0.0),
+        _phase_report(item, "teardown", "passed", None, 0.0),
+    ]
+
+
+def _phase_report(
+    item: pytest.Item,
+    when: Literal["setup", "call", "teardown"],
+    result: Literal["passed", "failed", "skipped"],
+    longrepr: str | tuple[str, int, str] | None,
+    seconds: float,
+) -> pytest.TestReport:
+    now = time.time()
+    return pytest.TestReport(
+        item.nodeid,
+        item.location,
+        dict.fromkeys(item.keywords, 1),
+        result,
+        longrepr,
+        when,
+        duration=seconds,
+        start=now - seconds,
+        stop=now,
+    )
 
 
 def _rank_text(record: ResultRecord) -> str:

@@ -13,7 +13,7 @@ import pytest
 
 from cpci.runner import sharding
 from cpci.runner.agreement import local_outcome
-from cpci.runner.delivery import Delivery
+from cpci.runner.delivery import Delivery, skipped_record
 from cpci.runner.planning import (
     MARKER,
     Batch,
@@ -24,11 +24,12 @@ from cpci.runner.planning import (
 )
 from cpci.runner.progress import RunStats
 from cpci.runner.protocol import Backend
-from cpci.runner.pytest_reports import item_reports, synthesized
+from cpci.runner.pytest_reports import item_reports, skipped_reports, synthesized
 from cpci.runner.rerun_policy import RerunPolicy
 from cpci.runner.results_file import ResultsFile
 from cpci.runner.scheduler import Scheduler
 from cpci.runner.settings import RunnerSettings
+from cpci.runner.skips import SkipConditionError, gpu_skip_reason, mark_skip_reason
 from cpci.runner.slots import Slots
 from cpci.runner.world import WorldLaunch
 from cpci.schema import FAILING_OUTCOMES, NOT_RUN_OUTCOMES, ResultRecord
@@ -44,6 +45,7 @@ class BatchedSession:
         self.settings = settings
         self.specs: dict[str, ConfigSpec] = {}
         self.plan_errors: dict[str, str] = {}
+        self.skipped: dict[str, tuple[ConfigSpec, str]] = {}  # node id -> (spec, skip reason)
         self.batches: list[Batch] = []
         self.durations = self._load_durations()
         self.stats = RunStats(total=0)
@@ -76,12 +78,16 @@ class BatchedSession:
         for item in items:
             try:
                 spec = spec_for(item, default_timeout=self.settings.timeout, backend=backend)
-            except PlanningError as exc:
+                skipped = None if spec is None else self._skip_reason(item, spec)
+            except (PlanningError, SkipConditionError) as exc:
                 self.plan_errors[item.nodeid] = str(exc)
                 configs.append(item)
                 continue
             if spec is None:
                 plain.append(item)
+            elif skipped is not None:
+                self.skipped[item.nodeid] = (spec, skipped)
+                configs.append(item)
             elif torch_missing:
                 self.plan_errors[item.nodeid] = (
                     "torch is not installed: @pytest.mark.cpci tests need it "
@@ -97,6 +103,11 @@ class BatchedSession:
         items[:] = plain + configs
         self.stats.total = len(self.specs)
 
+    def _skip_reason(self, item: pytest.Item, spec: ConfigSpec) -> str | None:
+        """Why the config is skipped before planning (it then never occupies a world)."""
+        reason = mark_skip_reason(item)
+        return reason if reason is not None else gpu_skip_reason(spec.world_size, self.gpus)
+
     def plan_lines(self) -> list[str]:
         shard = (
             "" if self.settings.shard is None else " in shard {}/{}".format(*self.settings.shard)
@@ -111,6 +122,9 @@ class BatchedSession:
                 f"configs={len(batch.configs)}"
             )
             lines.extend(f"    {c.nodeid}" for c in batch.configs)
+        if self.skipped:
+            lines.append(f"  {len(self.skipped)} skipped before planning (no world):")
+            lines.extend(f"    {n}: {why}" for n, (_, why) in self.skipped.items())
         lines.extend(f"  not runnable: {n}: {why}" for n, why in self.plan_errors.items())
         return lines
 
@@ -189,12 +203,21 @@ class BatchedSession:
 
     # -- reporting -----------------------------------------------------------------------------
     def owns(self, item: pytest.Item) -> bool:
-        return item.nodeid in self.specs or item.nodeid in self.plan_errors
+        return (
+            item.nodeid in self.specs
+            or item.nodeid in self.plan_errors
+            or (item.nodeid in self.skipped)
+        )
 
     def report_item(self, item: pytest.Item) -> None:
         """Wait for the config's final record (printing progress meanwhile) and report it."""
         if item.nodeid in self.plan_errors:
             reports = synthesized(item, "error", self.plan_errors[item.nodeid], 0.0)
+        elif item.nodeid in self.skipped:
+            spec, reason = self.skipped[item.nodeid]
+            reports = skipped_reports(item, reason)
+            if self._results is not None:
+                self._results.append(skipped_record(spec))
         else:
             delivery = self._wait(item.nodeid)
             reports = item_reports(item, delivery)
