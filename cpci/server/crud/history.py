@@ -1,92 +1,21 @@
-"""One config's history: pages for people, observation windows for the flakiness analysis."""
+"""One config's history as the flakiness analysis reads it: its latest trusted results."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
 
-import sqlalchemy as sa
-from sqlmodel import Session, col
+from sqlmodel import Session
 
 from cpci.schema import FAILING_OUTCOMES, RunLink
 from cpci.server.analysis.observations import Observation
 from cpci.server.analysis.signatures import signature
 from cpci.server.analysis.verdicts import culprit_error
 from cpci.server.crud.common import chunks, fetch_rows, from_json
-from cpci.server.crud.repos import get_config
-from cpci.server.models import Repository, Result, Run, Shard, as_utc
-from cpci.server.views.read_models import HistoryEntry, HistoryPage
 from cpci.urls import Links
 
 #: Configs per statement of `observations` (SQLite allows 500 terms in a UNION ALL).
 PER_STATEMENT = 100
-
-
-def config_history(
-    *,
-    session: Session,
-    repo: Repository,
-    key: str,
-    before: int | None,
-    limit: int,
-    links: Links,
-) -> HistoryPage:
-    """Newest first; `before` is the cursor (a result id) from the previous page."""
-    config = get_config(session=session, repo=repo, key=key)
-    assert config.id is not None
-    # Named columns, not entities: a page is read on every click of the UI and by bots.
-    query = (
-        sa.select(
-            col(Result.id),
-            col(Result.outcome),
-            col(Result.duration_s),
-            col(Result.attempt),
-            col(Result.flaky),
-            col(Result.metrics),
-            col(Result.rank_errors),
-            col(Result.environment_id),
-            col(Run.ci_run_id),
-            col(Run.ci_attempt),
-            col(Run.commit),
-            col(Run.pull_request),
-            col(Run.branch),
-            col(Shard.uploaded_at),
-        )
-        .join(Run, col(Result.run_id) == Run.id)
-        .join(Shard, col(Result.shard_id) == Shard.id)
-        .where(col(Result.config_id) == config.id)
-        .order_by(col(Result.id).desc())
-        .limit(limit + 1)
-    )
-    if before is not None:
-        query = query.where(col(Result.id) < before)
-    rows = session.connection().execute(query).all()
-    entries = [
-        HistoryEntry(
-            result_id=row.id,
-            outcome=row.outcome,
-            duration_s=row.duration_s,
-            attempt=row.attempt,
-            flaky=row.flaky,
-            metrics=row.metrics or {},
-            rank_errors=row.rank_errors or [],
-            environment_id=row.environment_id,
-            run=_link(row.ci_run_id, row.ci_attempt, row.commit, repo.name, links),
-            pull_request=row.pull_request,
-            branch=row.branch,
-            uploaded_at=as_utc(row.uploaded_at),
-        )
-        for row in rows[:limit]
-    ]
-    more = len(rows) > limit
-    return HistoryPage(
-        repository=repo.name,
-        config=key,
-        config_pk=config.id,
-        params=config.params or {},
-        entries=entries,
-        next_cursor=entries[-1].result_id if more and entries else None,
-    )
 
 
 def observations(
@@ -132,7 +61,7 @@ def observations(
             )
             link = run_links.get((ci_run_id, attempt, commit))
             if link is None:
-                link = _link(ci_run_id, attempt, commit, repo_name, links)
+                link = run_link(ci_run_id, attempt, commit, repo_name, links)
                 run_links[(ci_run_id, attempt, commit)] = link
             failed = outcome in FAILING_OUTCOMES and errors is not None
             out[config_pk].append(
@@ -149,7 +78,8 @@ def observations(
     return out
 
 
-def _link(ci_run_id: str, ci_attempt: int, commit: str, repo_name: str, links: Links) -> RunLink:
+def run_link(ci_run_id: str, ci_attempt: int, commit: str, repo_name: str, links: Links) -> RunLink:
+    """A run as a history entry or an observation names it (with its GitHub page)."""
     return RunLink(
         ci_run_id=ci_run_id,
         ci_attempt=ci_attempt,

@@ -41,10 +41,10 @@ from cpci.server.core.config import Settings
 from cpci.server.core.errors import NotFound
 from cpci.server.crud.commits import ancestors
 from cpci.server.crud.common import fetch_rows, one_of
-from cpci.server.crud.flaky import evidence_policy, flakiness_policy
 from cpci.server.crud.history import observations
 from cpci.server.crud.runs import MergedRun, config_keys, merge_runs, results_of
 from cpci.server.models import Repository, Run, Shard
+from cpci.server.policies import evidence_policy, flakiness_policy
 from cpci.server.shard_cache import ShardCache
 from cpci.urls import Links
 

@@ -20,9 +20,9 @@ from cpci.server.api.section_deps import PullSectionView
 from cpci.server.api.view_deps import PullReportView
 from cpci.server.core.provenance import check_ancestry
 from cpci.server.crud.commits import record_parents
-from cpci.server.crud.flaky import flaky_configs
-from cpci.server.crud.history import config_history
 from cpci.server.crud.repos import bind_github_id, ensure_repository
+from cpci.server.views.flaky import flaky_configs
+from cpci.server.views.history import config_history
 from cpci.server.views.read_models import FlakyList, HistoryPage, RunSummary
 from cpci.server.views.run import run_summary
 

@@ -10,32 +10,17 @@ from collections.abc import Sequence
 from sqlmodel import Session, col, select
 
 from cpci.schema import FAILING_OUTCOMES
-from cpci.server.analysis.evidence import EvidencePolicy
-from cpci.server.analysis.flakiness import FlakinessPolicy, assess_flakiness
+from cpci.server.analysis.flakiness import assess_flakiness
 from cpci.server.core.config import Settings
 from cpci.server.crud.common import chunks
 from cpci.server.crud.history import observations
 from cpci.server.crud.runs import config_keys
 from cpci.server.models import Repository, Result, Run
+from cpci.server.policies import flakiness_policy
 from cpci.server.views.read_models import FlakyConfig, FlakyList
 from cpci.urls import Links
 
 MAX_CANDIDATES = 500
-
-
-def flakiness_policy(settings: Settings) -> FlakinessPolicy:
-    """The flaky label's settings."""
-    return FlakinessPolicy(
-        min_runs=settings.flaky_min_runs,
-        half_life=settings.flaky_half_life,
-    )
-
-
-def evidence_policy(settings: Settings) -> EvidencePolicy:
-    """The regression-or-flake chance test's settings."""
-    return EvidencePolicy(
-        threshold=settings.flake_chance_threshold, level=settings.flake_credible_level
-    )
 
 
 def flaky_configs(
