@@ -2,8 +2,9 @@
 
 The parent never reads the world's stdout. It tails the files the ranks write (journals, the
 agreed outcomes) and enforces each config's timeout: a hung config gets every rank's Python stack
-dumped (SIGUSR1 -> faulthandler) before the whole process tree is killed. A rank that dies is
-named with its exit code or signal and the tail of its log.
+dumped (SIGUSR1 -> faulthandler), and NCCL's flight recorder asked for its record of the
+collectives (`cpci.runner.nccl_diagnostics`), before the whole process tree is killed. A rank
+that dies is named with its exit code or signal and the tail of its log.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from cpci.runner import nccl_diagnostics
 from cpci.runner.journal import JournalReader
 from cpci.runner.planning import Batch, ConfigSpec
 from cpci.runner.processes import kill_tree
@@ -155,6 +157,7 @@ class World:
 
     def _start(self) -> subprocess.Popen[bytes]:
         env = {**os.environ, **self.launch.env, "CPCI_OWNER_PID": str(os.getpid())}
+        env.update(nccl_diagnostics.world_env(self.dir.path, env))
         env.setdefault("OMP_NUM_THREADS", "1")  # also silences torchrun's banner about it
         env.setdefault("PYTHONUNBUFFERED", "1")
         command = [
@@ -195,7 +198,9 @@ class World:
         return None
 
     def _timeout(self, watch: _Watch, culprit: int | None, why: str) -> WorldFailure:
+        nccl_diagnostics.request_dumps(self.dir.path)
         stacks = self._dump_stacks(watch)
+        dumps = nccl_diagnostics.collect(self.dir.path)
         errors = []
         for rank in range(self.world_size):
             local = watch.local_end.get((rank, culprit)) if culprit is not None else None
@@ -209,7 +214,10 @@ class World:
                     else (f"rank {rank} had not started running configs")
                 )
                 detail = ""
-            text = f"{why}; {state}.\n{detail}\n--- Python stacks of rank {rank} ---\n"
+            text = f"{why}; {state}.\n{detail}\n"
+            if rank in dumps:
+                text += f"--- NCCL flight recorder of rank {rank} ---\n{dumps[rank]}\n"
+            text += f"--- Python stacks of rank {rank} ---\n"
             text += stacks.get(rank, "(no stacks: the rank had not started up)\n")
             errors.append(rank_error(rank, "world", text, f"{why}; {state}"))
         errors = first_failing_first(errors, watch.failed_at(culprit))
