@@ -30,7 +30,7 @@ from cpci.runner.results_file import ResultsFile
 from cpci.runner.scheduler import Scheduler
 from cpci.runner.settings import RunnerSettings
 from cpci.runner.skips import SkipConditionError, gpu_skip_reason, mark_skip_reason
-from cpci.runner.slots import Slots
+from cpci.runner.slots import Slots, visible_devices
 from cpci.runner.world import WorldLaunch
 from cpci.schema import FAILING_OUTCOMES, NOT_RUN_OUTCOMES, ResultRecord
 
@@ -55,7 +55,7 @@ class BatchedSession:
         self._scheduler: Scheduler | None = None
         self._run_dir: Path | None = None
         self._plain: dict[str, list[pytest.TestReport]] = {}
-        self.gpus = 0
+        self.devices: list[str] = []  # the GPUs worlds are spread over, by their visible names
 
     # -- collection ----------------------------------------------------------------------------
     def plan(self, items: list[pytest.Item]) -> None:
@@ -70,9 +70,12 @@ class BatchedSession:
             items[:] = kept
         torch_missing = importlib.util.find_spec("torch") is None
         if any(item.get_closest_marker(MARKER) for item in items):  # else torch stays unloaded
-            self.gpus = _visible_gpus(self.settings.backend)
+            count = self.settings.gpus
+            if count is None:
+                count = _visible_gpus(self.settings.backend)
+            self.devices = visible_devices(os.environ, count)
         setting = self.settings.backend
-        backend: Backend = ("nccl" if self.gpus else "gloo") if setting == "auto" else setting
+        backend: Backend = ("nccl" if self.devices else "gloo") if setting == "auto" else setting
         plain: list[pytest.Item] = []
         configs: list[pytest.Item] = []
         for item in items:
@@ -106,7 +109,7 @@ class BatchedSession:
     def _skip_reason(self, item: pytest.Item, spec: ConfigSpec) -> str | None:
         """Why the config is skipped before planning (it then never occupies a world)."""
         reason = mark_skip_reason(item)
-        return reason if reason is not None else gpu_skip_reason(spec.world_size, self.gpus)
+        return reason if reason is not None else gpu_skip_reason(spec.world_size, len(self.devices))
 
     def plan_lines(self) -> list[str]:
         shard = (
@@ -143,7 +146,7 @@ class BatchedSession:
         self._scheduler = Scheduler(
             self.batches,
             launch=launch,
-            slots=Slots(gpus=self.gpus, cores=os.cpu_count() or 1),
+            slots=Slots(self.devices, cores=os.cpu_count() or 1),
             workers=self.settings.workers,
             max_respawns=self.settings.max_respawns,
             policy=RerunPolicy(reruns=self.settings.reruns, isolate=self.settings.isolate_failures),

@@ -169,6 +169,17 @@ OPTIONS: tuple[Option, ...] = (
         ini="cpci_reruns",
     ),
     Option(
+        "gpus",
+        "--cpci-gpus",
+        "GPUs this runner spreads worlds over, handed out by the names in its own "
+        "CUDA_VISIBLE_DEVICES (default: torch.cuda.device_count(), none with --cpci-backend gloo); "
+        "a config needing more is skipped",
+        _int_at_least(0),
+        None,
+        env="CPCI_GPUS",
+        ini="cpci_gpus",
+    ),
+    Option(
         "progress_interval",
         "--cpci-progress-interval",
         "seconds between progress lines while configs run",
@@ -195,6 +206,7 @@ class RunnerSettings:
     max_respawns: int
     reruns: int
     progress_interval: float
+    gpus: int | None
     isolate_failures: bool
     plan_only: bool
     keep_worlds: bool = False
