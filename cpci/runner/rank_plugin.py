@@ -22,7 +22,6 @@ from cpci.runner.dist import DistContext
 from cpci.runner.journal import JournalWriter
 from cpci.runner.protocol import Begin, End, PlanEntry, RankPayload, WorldPlan
 from cpci.runner.rank_errors import rank_error
-from cpci.schema import RankError
 
 DIST_CONTEXT = pytest.StashKey[DistContext]()
 
@@ -95,14 +94,9 @@ class RankPlugin:
         else:
             with ConfigState(entry.nodeid):
                 item.ihook.pytest_runtest_protocol(item=item, nextitem=nextitem)
+            self._reset(item)
             payload = self._payload()
             failed_t = min((r.stop for r in self._reports if r.failed), default=None)
-            reset_failed = self._reset(entry.nodeid)
-            if reset_failed is not None:
-                payload = payload.model_copy(
-                    update={"outcome": "error", "errors": [*payload.errors, reset_failed]}
-                )
-                failed_t = failed_t or time.time()
         end = End(
             index=entry.index,
             t=time.time(),
@@ -113,15 +107,27 @@ class RankPlugin:
         self._journal.write(end)
         self._agree(entry.index, payload, started)
 
-    def _reset(self, nodeid: str) -> RankError | None:
-        """Run the suite's `pytest_cpci_reset` hooks; their failure is the config's error."""
+    def _reset(self, item: pytest.Item) -> None:
+        """Run the suite's `pytest_cpci_reset` hooks; a failure is a teardown error of `item`."""
         assert self._config is not None
+        started = time.time()
         try:
-            self._config.hook.pytest_cpci_reset(config_nodeid=nodeid)
+            self._config.hook.pytest_cpci_reset(config_nodeid=item.nodeid)
         except Exception:
-            text = f"pytest_cpci_reset failed after {nodeid}:\n{traceback.format_exc()}"
-            return rank_error(self._context.rank, "teardown", text)
-        return None
+            text = f"pytest_cpci_reset failed after {item.nodeid}:\n{traceback.format_exc()}"
+            now = time.time()
+            report = pytest.TestReport(
+                item.nodeid,
+                item.location,
+                dict.fromkeys(item.keywords, 1),
+                "failed",
+                text,
+                "teardown",
+                duration=now - started,
+                start=started,
+                stop=now,
+            )
+            item.ihook.pytest_runtest_logreport(report=report)  # recorded like any report
 
     def _payload(self) -> RankPayload:
         assert self._config is not None

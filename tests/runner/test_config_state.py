@@ -108,7 +108,10 @@ def test_the_next_config_sees_every_flag_back_at_its_default(
 def test_reset_hook_runs_once_per_config_per_rank_and_its_failure_fails_the_config(
     run: tuple[pytest.RunResult, Path, Path],
 ) -> None:
-    _, path, resets = run
+    result, path, resets = run
+    # pytest's own count for a test whose teardown errors after its call passed.
+    result.assert_outcomes(passed=3, errors=1)
+    assert "ERROR at teardown of test_reset_hook_fails" in "\n".join(result.outlines)
     names = ["test_changes_every_flag", "test_sees_the_defaults", "test_reset_hook_fails"]
     expected = {f"{rank}-{name}" for rank in (0, 1) for name in names}
     assert {p.name for p in resets.iterdir()} == expected
