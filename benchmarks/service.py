@@ -30,25 +30,12 @@ from sqlmodel import Session
 from cpci.server import Settings, create_app
 from cpci.server.core.db import create_db_engine
 from cpci.server.core.migrate import upgrade
+from cpci.server.crud.ingest import RESULT_COLUMNS
 from cpci.server.crud.tokens import create_token
 from cpci.server.devpg import find_binaries, free_port, throwaway_postgres
 
 SHARDS, PER_SHARD = 10, 5_000
 PR_CONFIGS, BASE_RUNS = 10_000, 5
-COLUMNS = (
-    "run_id",
-    "shard_id",
-    "config_id",
-    "environment_id",
-    "outcome",
-    "duration_s",
-    "attempt",
-    "flaky",
-    "isolation",
-    "rank_errors",
-    "metrics",
-    "batch",
-)
 
 
 def record(i: int, outcome: str = "passed", duration: float = 1.0) -> dict[str, Any]:
@@ -172,7 +159,8 @@ def raw_sqlite(rows: list[tuple[Any, ...]]) -> float:
         conn.execute("CREATE INDEX ix1 ON result (config_id, id)")
         conn.execute("CREATE INDEX ix2 ON result (run_id)")
         conn.execute("CREATE INDEX ix3 ON result (shard_id)")
-        sql = f"INSERT INTO result ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
+        names, marks = ", ".join(RESULT_COLUMNS), ", ".join("?" * len(RESULT_COLUMNS))
+        sql = f"INSERT INTO result ({names}) VALUES ({marks})"
         start = time.perf_counter()
         for i in range(0, len(rows), PER_SHARD):
             conn.execute("BEGIN")
@@ -196,8 +184,8 @@ def raw_postgres(admin_url: str) -> Callable[[list[tuple[Any, ...]]], float]:
             for n, cols in enumerate(("config_id, id", "run_id", "shard_id")):
                 conn.execute(f"CREATE INDEX raw_ix{n} ON raw_result ({cols})")
             sql = (
-                f"INSERT INTO raw_result ({', '.join(COLUMNS)}) "
-                f"VALUES ({', '.join(['%s'] * len(COLUMNS))})"
+                f"INSERT INTO raw_result ({', '.join(RESULT_COLUMNS)}) "
+                f"VALUES ({', '.join(['%s'] * len(RESULT_COLUMNS))})"
             )
             start = time.perf_counter()
             for i in range(0, len(rows), PER_SHARD):

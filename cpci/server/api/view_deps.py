@@ -3,7 +3,8 @@
 A page's JSON twin (`api/routes/pages.py`) returns the view and its HTML page (`ui/routes.py`)
 renders it; both take the view from here, so the two cannot drift apart in what they accept or
 what they show. The PR report's endpoint (`api/routes/repos.py`) and the PR page share
-`PullReportView`.
+`PullReportView`; a page of a report section past the PR page's cap (API and UI) is
+`PullSectionView`.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Annotated
 
 from fastapi import Depends, Query
 
-from cpci.schema import Outcome, PullRequestReport
+from cpci.schema import INT32_MAX, Outcome, PullRequestReport, ReportSectionName, ReportSectionPage
 from cpci.server.api.deps import (
     LinksDep,
     PullNumber,
@@ -21,7 +22,7 @@ from cpci.server.api.deps import (
     SettingsDep,
     ShardCacheDep,
 )
-from cpci.server.crud.pull_report import pull_request_report
+from cpci.server.crud.pull_report import pull_request_report, pull_request_section
 from cpci.server.views.config_overview import config_overview
 from cpci.server.views.dashboard import build_dashboard
 from cpci.server.views.pull_page import pull_page
@@ -103,3 +104,36 @@ DashboardView = Annotated[Dashboard, Depends(dashboard_view)]
 ConfigView = Annotated[ConfigOverview, Depends(config_view)]
 RunView = Annotated[RunDetail, Depends(run_view)]
 PullView = Annotated[PullPage, Depends(pull_view)]
+
+
+#: The most items one page of a section holds.
+MAX_PAGE = 1000
+
+
+def pull_section_view(
+    repository: ReadableRepoDep,
+    session: SessionDep,
+    settings: SettingsDep,
+    links: LinksDep,
+    cache: ShardCacheDep,
+    number: PullNumber,
+    section: ReportSectionName,
+    offset: Annotated[int, Query(ge=0, le=INT32_MAX, description="items to skip")] = 0,
+    limit: Annotated[
+        int | None, Query(ge=1, le=MAX_PAGE, description="items per page (the report's cap)")
+    ] = None,
+) -> ReportSectionPage:
+    return pull_request_section(
+        session=session,
+        repo=repository,
+        number=number,
+        section=section,
+        offset=offset,
+        limit=limit or settings.report_section_cap,
+        settings=settings,
+        links=links,
+        cache=cache,
+    )
+
+
+PullSectionView = Annotated[ReportSectionPage, Depends(pull_section_view)]

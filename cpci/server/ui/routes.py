@@ -15,8 +15,7 @@ from sqlmodel import select
 from cpci import urls
 from cpci.schema import ATTENTION
 from cpci.server.api.deps import SessionDep
-from cpci.server.api.section_deps import PullSectionView
-from cpci.server.api.view_deps import ConfigView, DashboardView, PullView, RunView
+from cpci.server.api.view_deps import ConfigView, DashboardView, PullSectionView, PullView, RunView
 from cpci.server.models import Repository
 from cpci.server.ui import plots
 from cpci.server.ui.templating import make_templates

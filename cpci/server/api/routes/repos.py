@@ -16,8 +16,7 @@ from cpci.server.api.deps import (
     SessionDep,
     SettingsDep,
 )
-from cpci.server.api.section_deps import PullSectionView
-from cpci.server.api.view_deps import PullReportView
+from cpci.server.api.view_deps import PullReportView, PullSectionView
 from cpci.server.core.provenance import check_ancestry
 from cpci.server.crud.commits import record_parents
 from cpci.server.crud.repos import bind_github_id, ensure_repository
