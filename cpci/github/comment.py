@@ -44,7 +44,7 @@ def marker_line(state: Gate) -> str:
     return f"{MARKER} state={state} -->"
 
 
-def state_of(body: str) -> str | None:
+def gate_recorded_in(body: str) -> str | None:
     """The gate recorded in one of our comments, None for a body without our marker."""
     match = _STATE.match(body)
     return match.group(1) if match else None

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from cpci.github.client import GitHubClient
-from cpci.github.comment import MARKER, state_of, storm_line
+from cpci.github.comment import MARKER, gate_recorded_in, storm_line
 from cpci.github.consistency import ConsistencyResult
 from cpci.github.errors import PermissionDenied
 from cpci.github.gate import FailOn, Gate, gate
@@ -69,8 +69,8 @@ def upsert_comment(
     )
     turned_red = (
         existing is not None
-        and state_of(existing.body) in ("success", "neutral")
-        and state_of(body) == "failure"
+        and gate_recorded_in(existing.body) in ("success", "neutral")
+        and gate_recorded_in(body) == "failure"
     )
     if existing is None or (mode == "new-on-regression" and turned_red):
         return Published("created", client.create_issue_comment(repo, number, body).id)
