@@ -10,7 +10,7 @@ import pytest
 
 from cpci.github import markdown as md
 from cpci.github.client import COMMENT_LIMIT, GitHubClient
-from cpci.github.comment import MARKER, CommentOptions, render, state_of
+from cpci.github.comment import MARKER, CommentOptions, gate_recorded_in, render
 from cpci.github.consistency import evaluate
 from cpci.github.models import ChangedFile
 from cpci.github.publish import upsert_comment
@@ -76,13 +76,13 @@ def test_golden_all_green_and_pending() -> None:
 def test_headline_counts_and_state_marker() -> None:
     body = render(_mixed_report(), None, OPTIONS)
     assert body.startswith(MARKER)
-    assert state_of(body) == "failure"
+    assert gate_recorded_in(body) == "failure"
     assert "## ❌ cpci: 2 new failure(s)" in body
     assert "**412 configs, 1,236 runs** · 8/8 shards reported" in body
     assert "(https://cpci.example.com/api/v1/repos/acme/attn/history?config=p2p-bf16)" in body
-    assert state_of(render(report(), None, OPTIONS)) == "success"
+    assert gate_recorded_in(render(report(), None, OPTIONS)) == "success"
     never = CommentOptions(fail_on="never")
-    assert state_of(render(_mixed_report(), None, never)) == "neutral"
+    assert gate_recorded_in(render(_mixed_report(), None, never)) == "neutral"
 
 
 HOSTILE = [

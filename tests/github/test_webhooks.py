@@ -12,7 +12,7 @@ import pytest
 from openapi_schema_validator import OAS30Validator
 from sqlmodel import Session, select
 
-from cpci.github.comment import state_of
+from cpci.github.comment import gate_recorded_in
 from cpci.github.webhooks import sign, signature_ok
 from cpci.server.core.db import create_db_engine
 from cpci.server.core.migrate import upgrade
@@ -140,7 +140,7 @@ def test_workflow_run_completed_finalises_the_verdict(bot: Bot, payload: str) ->
     assert bot.deliver(payload, "d-run").status_code == 202
     [comment] = bot.fake.comments[(OCTO, 2)]
     body = comment["body"]
-    assert state_of(body) == "failure"
+    assert gate_recorded_in(body) == "failure"
     assert "## ❌ cpci: 1 new failure(s)" in body
     assert "**2 configs, 2 runs** · 1/1 shards reported" in body
     assert "@\u2060octocat" not in body
