@@ -28,7 +28,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine, func
 from sqlmodel import Session, select
 
-from cpci.github.comment import MARKER, CommentOptions, render, state_of
+from cpci.github.comment import MARKER, CommentOptions, gate_recorded_in, render
 from cpci.github.publish import check_run_fields
 from cpci.github.webhooks import sign
 from cpci.schema import PullRequestReport
@@ -518,7 +518,7 @@ def test_hostile_names_are_inert_in_the_comment(hostile: PullRequestReport) -> N
     outside = CODE_SPAN.sub("", body)
     assert body.startswith(MARKER)
     assert outside.count("cpci:pr-report") == 1, "the forged marker stays inside code"
-    assert state_of(body) == "failure"
+    assert gate_recorded_in(body) == "failure"
     assert not ACTIVE_HTML.search(outside)
     assert not re.search(r"@(octocat|org)", outside)
     assert "](javascript:" not in outside
