@@ -117,8 +117,17 @@ def _render(
     if consistency is not None and consistency.error:
         parts.append(f"⚠️ File-consistency rules not checked: {md.code(consistency.error, 500)}")
     if consistency is not None:
-        parts.append(_section("🔗 File consistency", consistency.findings, options, cap, full,
-                              _finding, open_=True))  # fmt: skip
+        parts.append(
+            _section(
+                "🔗 File consistency",
+                consistency.findings,
+                options,
+                cap,
+                full,
+                _finding,
+                open_=True,
+            )
+        )
     if full:
         parts.append(f"<sub>{md.link('Full report', full)}</sub>")
     return "\n\n".join(p for p in parts if p) + "\n"

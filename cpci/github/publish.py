@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from cpci.github.client import GitHubClient
+from cpci.github.client import GitHubClient, StatusState
 from cpci.github.comment import MARKER, gate_recorded_in, storm_line
 from cpci.github.consistency import ConsistencyResult
 from cpci.github.errors import PermissionDenied
@@ -80,6 +80,12 @@ def upsert_comment(
 
 
 _CONCLUSION = {"success": "success", "failure": "failure", "neutral": "neutral"}
+#: A commit status has no "neutral": it passes; anything unknown fails.
+_STATUS_OF_CONCLUSION: dict[str, StatusState] = {
+    "success": "success",
+    "neutral": "success",
+    "pending": "pending",
+}
 
 
 def check_run_fields(
@@ -196,10 +202,9 @@ def publish_check(
         client.create_status(
             repo,
             fields["head_sha"],
-            state="success" if state in ("success", "neutral") else (
-                "pending" if state == "pending" else "failure"),
+            state=_STATUS_OF_CONCLUSION.get(state, "failure"),
             context=CHECK_NAME,
             description=str(fields["output"]["title"])[:140],
             target_url=fields.get("details_url"),
-        )  # fmt: skip
+        )
         return None

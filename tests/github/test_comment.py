@@ -187,8 +187,9 @@ def test_new_on_regression_posts_a_fresh_comment_when_green_turns_red(
 def test_a_rerun_flaky_label_does_not_quote_history_counts() -> None:
     """Flaky by a same-commit rerun: the history's counts (no label there) would contradict it."""
     history = flaky_evidence().model_copy(update={"flaky": False, "failures": 0, "passes": 1})
-    rerun = verdict("a2a", "flaky", reason="passed and failed at the head commit itself",
-                    flakiness=history)  # fmt: skip
+    rerun = verdict(
+        "a2a", "flaky", reason="passed and failed at the head commit itself", flakiness=history
+    )
     body = render(report(flaky=[rerun]), None, OPTIONS)
     assert "passed and failed at the head commit itself" in body
     assert "0 failure(s)" not in body

@@ -210,7 +210,7 @@ def _judge(inputs: ReportInputs, policy: ReportPolicy) -> _Judged:
     no_baseline_note = inputs.baseline.note
     known_by_pk: dict[int, FlakinessAssessment] = {}  # a config on several legs: assess once
     histories, base_map = inputs.histories, inputs.base
-    waiting = Decision("pending", inputs.shards.text)  # type: ignore[arg-type]
+    waiting = Decision("pending", inputs.shards.text)
     by_storm: dict[int, Decision] = {}  # one decision per storm, shared by its configs
     for at in sorted(inputs.head, key=lambda at: (inputs.configs[at.pk], at.leg)):
         head = inputs.head[at]
@@ -291,9 +291,11 @@ def _shifts(inputs: ReportInputs) -> tuple[list[ShiftFinding], list[ShiftFinding
         shift = robust_shift("duration_s", samples, value, DURATION_POLICY)
         if shift is not None:
             durations.append(_finding(inputs, pk, shift))
-        names = head_ok[0].metrics.keys() if len(head_ok) == 1 else {
-            m for r in head_ok for m in r.metrics
-        }  # fmt: skip
+        names = (
+            head_ok[0].metrics.keys()
+            if len(head_ok) == 1
+            else {m for r in head_ok for m in r.metrics}
+        )
         if not names:
             continue
         base_run = [r for r in _base_of(base, at) or () if r.outcome == "passed"]

@@ -29,6 +29,7 @@ from cpci.schema import (
     FlakeRecord,
     FlakeTest,
     FlakinessAssessment,
+    Verdict,
     first_line,
 )
 from cpci.server.analysis.evidence import EvidencePolicy, flake_test
@@ -126,10 +127,7 @@ def first_message(results: Sequence[ResultView]) -> str | None:
 
 @dataclass(frozen=True)
 class Decision:
-    verdict: Literal[
-        "new_failure", "broken_at_base", "flaky", "infra", "fixed", "no_baseline", "passed",
-        "skipped",
-    ]  # fmt: skip
+    verdict: Verdict
     reason: str
     infra_rule: str | None = None
     evidence: FlakeTest | None = None
