@@ -5,13 +5,14 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import sys
 import tempfile
 import threading
 from pathlib import Path
 
 import pytest
 
-from cpci.runner import sharding
+from cpci.runner import durations_source, sharding
 from cpci.runner.agreement import local_outcome
 from cpci.runner.delivery import Delivery, skipped_record
 from cpci.runner.planning import (
@@ -32,7 +33,7 @@ from cpci.runner.settings import RunnerSettings
 from cpci.runner.skips import SkipConditionError, gpu_skip_reason, mark_skip_reason
 from cpci.runner.slots import Slots, visible_devices
 from cpci.runner.world import WorldLaunch
-from cpci.schema import FAILING_OUTCOMES, NOT_RUN_OUTCOMES, ResultRecord
+from cpci.schema import FAILING_OUTCOMES, NOT_RUN_OUTCOMES, ResultRecord, ShardPlan, plan_path
 
 _DURATIONS_CACHE_KEY = "cpci/durations"
 
@@ -47,7 +48,9 @@ class BatchedSession:
         self.plan_errors: dict[str, str] = {}
         self.skipped: dict[str, tuple[ConfigSpec, str]] = {}  # node id -> (spec, skip reason)
         self.batches: list[Batch] = []
+        self.durations_from = "pytest's cache"
         self.durations = self._load_durations()
+        self.shard_plan: ShardPlan | None = None
         self.stats = RunStats(total=0)
         self._results = ResultsFile(settings.results) if settings.results else None
         self._final: dict[str, Delivery] = {}
@@ -60,6 +63,7 @@ class BatchedSession:
     # -- collection ----------------------------------------------------------------------------
     def plan(self, items: list[pytest.Item]) -> None:
         """Shard, then turn marked items into configs and batches; nothing runs here."""
+        self._record_shard_plan([i.nodeid for i in items])
         if self.settings.shard is not None:
             index, total = self.settings.shard
             shard_of = sharding.assign([i.nodeid for i in items], self.durations, total)
@@ -125,6 +129,8 @@ class BatchedSession:
                 f"configs={len(batch.configs)}"
             )
             lines.extend(f"    {c.nodeid}" for c in batch.configs)
+        if self.shard_plan is not None:
+            lines.append(f"  {_plan_text(self.shard_plan)}")
         if self.skipped:
             lines.append(f"  {len(self.skipped)} skipped before planning (no world):")
             lines.extend(f"    {n}: {why}" for n, (_, why) in self.skipped.items())
@@ -276,23 +282,59 @@ class BatchedSession:
 
     # -- durations -----------------------------------------------------------------------------
     def _load_durations(self) -> dict[str, float]:
-        if self.settings.durations is not None:
+        """The durations every shard of the run balances by: the file or URL given, else this
+        runner's own cache (which other runners do not share). A URL that gives nothing is a
+        warning, not an error: the shard runs, balanced by the cache, and the plan hash it
+        uploads lets the report flag the run if its shards disagree."""
+        source = self.settings.durations
+        if source is not None and source.is_url:
             try:
-                return sharding.load(self.settings.durations)
+                durations = durations_source.fetch(source.location)
+            except durations_source.DurationsUnavailable as exc:
+                print(
+                    f"cpci: warning: --cpci-durations: {exc}; balancing shards by pytest's cache "
+                    "instead (other shards of this run may plan differently)",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            else:
+                self.durations_from = source.location
+                return durations
+        elif source is not None:
+            try:
+                durations = sharding.load(source.path)
             except ValueError as exc:
                 raise pytest.UsageError(f"--cpci-durations: {exc}") from None
+            self.durations_from = source.location
+            return durations
         cache = getattr(self.config, "cache", None)
         return dict(cache.get(_DURATIONS_CACHE_KEY, {})) if cache is not None else {}
+
+    def _record_shard_plan(self, nodeids: list[str]) -> None:
+        """Hash this shard's plan inputs and write them beside the results file."""
+        shard = self.settings.shard or (0, 1)
+        self.shard_plan = sharding.shard_plan(nodeids, self.durations, shard, self.durations_from)
+        if self.settings.results is not None:
+            path = Path(plan_path(str(self.settings.results)))
+            sharding.write_plan(path, self.shard_plan)
 
     def _save_durations(self) -> None:
         if self.settings.plan_only:
             return
-        if self.settings.durations is not None:
-            sharding.save(self.settings.durations, self.durations)
+        source = self.settings.durations
+        if source is not None and not source.is_url:
+            sharding.save(source.path, self.durations)
             return
         cache = getattr(self.config, "cache", None)
         if cache is not None:
             cache.set(_DURATIONS_CACHE_KEY, self.durations)
+
+
+def _plan_text(plan: ShardPlan) -> str:
+    return (
+        f"shard plan {plan.plan_hash[:12]}: {plan.configs} node id(s) shared out over "
+        f"{plan.shard_total} shard(s), durations from {plan.durations_from}"
+    )
 
 
 def _visible_gpus(backend: str) -> int:

@@ -15,6 +15,7 @@ from typing import Any, Literal, get_args
 
 import pytest
 
+from cpci.runner.durations_source import DurationsSource, parse_source
 from cpci.runner.protocol import Backend
 from cpci.shard_spec import parse_shard
 
@@ -132,12 +133,13 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "durations",
         "--cpci-durations",
-        "file of recorded per-config durations used to balance shards (default: pytest's cache)",
-        Path,
+        "recorded per-config durations that balance shards: a file, or the service's "
+        "http(s)://.../durations URL, fetched once with CPCI_TOKEN (default: pytest's cache)",
+        parse_source,
         None,
         env="CPCI_DURATIONS",
         ini="cpci_durations",
-        metavar="PATH",
+        metavar="PATH|URL",
     ),
     Option(
         "shard",
@@ -201,7 +203,7 @@ class RunnerSettings:
     workers: int
     backend: BackendSetting
     results: Path | None
-    durations: Path | None
+    durations: DurationsSource | None
     shard: tuple[int, int] | None
     max_respawns: int
     reruns: int

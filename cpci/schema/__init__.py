@@ -7,6 +7,7 @@ them import these types from here, and this package imports nothing of cpci (pyd
 none of them needs the service's code or dependencies to read what the service sends.
 """
 
+from cpci.schema.durations import DURATIONS_SCHEMA, ConfigDurations
 from cpci.schema.envelope import RUN_SCHEMA, SUPPORTED_RUN_SCHEMAS, Environment, RunEnvelope
 from cpci.schema.fields import (
     INT32_MAX,
@@ -51,6 +52,12 @@ from cpci.schema.results import (
     read_results,
 )
 from cpci.schema.runs import RunLink, RunRef, ShardProgress
+from cpci.schema.shard_plan import (
+    PLAN_HASH_PATTERN,
+    SHARD_PLAN_SCHEMA,
+    ShardPlan,
+    plan_path,
+)
 from cpci.schema.verdicts import (
     ATTENTION,
     FAILING,
@@ -63,6 +70,7 @@ from cpci.schema.verdicts import (
 
 __all__ = [
     "ATTENTION",
+    "DURATIONS_SCHEMA",
     "FAILING",
     "FAILING_OUTCOMES",
     "FIRST_LINE_MAX",
@@ -72,12 +80,15 @@ __all__ = [
     "MAX_SHARDS",
     "NOT_RUN_OUTCOMES",
     "OUTCOMES",
+    "PLAN_HASH_PATTERN",
     "RESULT_SCHEMA",
     "RUN_SCHEMA",
+    "SHARD_PLAN_SCHEMA",
     "SUPPORTED_RUN_SCHEMAS",
     "VERDICTS",
     "BaselineInfo",
     "BatchInfo",
+    "ConfigDurations",
     "ConfigVerdict",
     "Environment",
     "Finite",
@@ -101,6 +112,7 @@ __all__ = [
     "RunLink",
     "RunRef",
     "SameCommitEvidence",
+    "ShardPlan",
     "ShardProgress",
     "Shift",
     "ShiftFinding",
@@ -110,5 +122,6 @@ __all__ = [
     "WireModel",
     "config_id",
     "first_line",
+    "plan_path",
     "read_results",
 ]

@@ -13,6 +13,7 @@ from pydantic import Field
 
 from cpci.schema.fields import INT32_MAX, MAX_LEG_LENGTH, MAX_SHARDS, Identity, LegName, WireModel
 from cpci.schema.results import ResultRecord
+from cpci.schema.shard_plan import PLAN_HASH_PATTERN
 
 RUN_SCHEMA = "cpci.run/1"
 SUPPORTED_RUN_SCHEMAS = (RUN_SCHEMA,)
@@ -54,6 +55,12 @@ class RunEnvelope(WireModel):
         max_length=100,
         description="every leg the workflow's matrix declares, so a leg that never uploads is "
         "missing rather than unknown (empty: the legs seen are all there are)",
+    )
+    plan_hash: str | None = Field(
+        default=None,
+        pattern=PLAN_HASH_PATTERN,
+        description="SHA-256 of the shard's plan inputs (`cpci.schema.shard_plan`): shards of "
+        "one run with different hashes were planned differently and may drop or repeat configs",
     )
     runner_name: Identity | None = Field(default=None, max_length=255)
     runner_labels: list[str] = Field(default_factory=list)

@@ -1,0 +1,87 @@
+"""Where `--cpci-durations` reads the durations shards are balanced by: a file or the service.
+
+A URL (`http(s)://…/api/v1/repos/OWNER/NAME/durations`) is fetched once, in the parent, with the
+uploader's token variable (CPCI_TOKEN) when it is set, within a bounded time. The fetch is a few
+lines of the standard library rather than the uploader's `ServiceClient`: the runner needs
+neither httpx nor the uploader's credentials and OIDC machinery, and it must not depend on them.
+A fetch that fails is never fatal (the shard still runs): the caller falls back and says so.
+"""
+
+from __future__ import annotations
+
+import os
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from cpci.runner import sharding
+
+#: The variable `cpci upload` reads its token from; the durations endpoint takes the same one.
+TOKEN_ENV = "CPCI_TOKEN"
+#: A slow service must not hold every shard of a CI run at collection for long.
+FETCH_TIMEOUT_S = 20.0
+#: Thousands of configs are well under a megabyte; anything past this is not a durations answer.
+MAX_BYTES = 32 * 1024 * 1024
+
+
+class DurationsUnavailable(Exception):
+    """The URL gave no durations; the message says why (and names the URL)."""
+
+
+@dataclass(frozen=True)
+class DurationsSource:
+    """A durations file, or the URL of the service's durations endpoint."""
+
+    location: str
+
+    @property
+    def is_url(self) -> bool:
+        return self.location.startswith(("http://", "https://"))
+
+    @property
+    def path(self) -> Path:
+        """The file (only for a source that is not a URL)."""
+        assert not self.is_url, "a URL has no path"
+        return Path(self.location)
+
+    def __str__(self) -> str:
+        return self.location
+
+
+def parse_source(text: str) -> DurationsSource:
+    """`--cpci-durations`'s value: an http(s) URL or a file path; ValueError when empty."""
+    value = text.strip()
+    if not value:
+        raise ValueError("must be a file path or an http(s):// URL of the durations endpoint")
+    if "://" in value and not value.startswith(("http://", "https://")):
+        raise ValueError("must be a file path or an http:// or https:// URL")
+    return DurationsSource(value)
+
+
+def fetch(
+    url: str, environ: Mapping[str, str] | None = None, *, timeout_s: float = FETCH_TIMEOUT_S
+) -> dict[str, float]:
+    """The durations the service answers at `url` (a `cpci.durations/1` document)."""
+    env = os.environ if environ is None else environ
+    request = urllib.request.Request(url, headers={"Accept": "application/json"})
+    token = env.get(TOKEN_ENV, "")
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            body = response.read(MAX_BYTES + 1)
+    except urllib.error.HTTPError as exc:
+        hint = f" (set {TOKEN_ENV} to a token of the repository)" if exc.code in (401, 403) else ""
+        raise DurationsUnavailable(f"{url} answered {exc.code} {exc.reason}{hint}") from None
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        message = f"no answer from {url} within {timeout_s:g} s ({reason})"
+        raise DurationsUnavailable(message) from None
+    if len(body) > MAX_BYTES:
+        raise DurationsUnavailable(f"{url} answered more than {MAX_BYTES} bytes")
+    try:
+        return sharding.parse(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise DurationsUnavailable(f"{url} did not answer a durations document: {exc}") from None
