@@ -8,13 +8,13 @@ not acknowledged fails under every mode but `never`.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from cpci.github.consistency import ConsistencyResult
 from cpci.schema import VERDICTS, PullRequestReport
 
 FailOn = Literal["new-failures", "any-failure", "never"]
-FAIL_ON: tuple[FailOn, ...] = ("new-failures", "any-failure", "never")
+FAIL_ON: tuple[FailOn, ...] = get_args(FailOn)
 #: What the gate says: pending until every shard is in; neutral = failures, but not gated.
 Gate = Literal["pending", "success", "failure", "neutral"]
 

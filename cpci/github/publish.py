@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from cpci.github.client import GitHubClient, StatusState
 from cpci.github.comment import MARKER, gate_recorded_in, storm_line
@@ -22,7 +22,7 @@ from cpci.schema import VERDICTS, PullRequestReport
 from cpci.schema.verdicts import info
 
 CommentMode = Literal["edit", "new-on-regression", "off"]
-COMMENT_MODES: tuple[CommentMode, ...] = ("edit", "new-on-regression", "off")
+COMMENT_MODES: tuple[CommentMode, ...] = get_args(CommentMode)
 CHECK_NAME = "cpci"
 #: The check-run output fields' limit (characters).
 OUTPUT_LIMIT = 65_535

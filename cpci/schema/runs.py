@@ -1,8 +1,9 @@
 """How a report points at a CI run: its ids, its links and how many of its shards are in.
 
 A run here is every attempt of one CI run merged (a rerun of failed jobs re-uploads only their
-shards). `RunLink` is the short form that evidence lists carry; `RunRef` the full one a report
-section opens with.
+shards). One family: `RunLink` is what every mention of a run carries (evidence lists, history
+entries); `RunRef` is that link plus what a report section or run page opens with (branch, pull
+request, API twin, shard progress), so anything that takes a link takes a full reference too.
 """
 
 from __future__ import annotations
@@ -45,14 +46,11 @@ class ShardProgress(BaseModel):
         return f"{self.reported}/{self.expected} shards reported"
 
 
-class RunRef(BaseModel):
+class RunRef(RunLink):
     """A CI run (all its attempts merged: a rerun of failed jobs re-uploads only their shards)."""
 
-    ci_run_id: str
     ci_attempt: int = Field(description="the latest attempt")
-    commit: str
     branch: str | None
     pull_request: int | None
-    url: str
     api_url: str
     shards: ShardProgress

@@ -12,6 +12,8 @@ from typing import Literal
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from cpci.github import CommentMode, FailOn
+
 GITHUB_OIDC_ISSUER = "https://token.actions.githubusercontent.com"
 #: An allow-list entry: OWNER/REPO, or OWNER/* for every repository of OWNER.
 ALLOWED_REPOSITORY = re.compile(r"[A-Za-z0-9_.-]+/(\*|[A-Za-z0-9_.-]+)")
@@ -98,10 +100,10 @@ class Settings(BaseSettings):
     github_bot_login: str | None = Field(
         default=None, description="the bot's login, e.g. my-app[bot]; its comments only are edited"
     )
-    github_comment_mode: Literal["edit", "new-on-regression", "off"] = Field(
+    github_comment_mode: CommentMode = Field(
         default="edit", description="edit one comment in place, a new one on regression, or none"
     )
-    github_fail_on: Literal["new-failures", "any-failure", "never"] = Field(
+    github_fail_on: FailOn = Field(
         default="new-failures", description="what turns the check run red"
     )
     github_rules_path: str = Field(
