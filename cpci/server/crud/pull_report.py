@@ -3,7 +3,10 @@
 Head: the newest commit the PR uploaded results for, every CI run on it merged by attempt.
 Baseline: the PR's base commit, or failing that its nearest first-parent ancestor with results.
 Timings are compared with the last few runs of the baseline's branch, not one noisy run.
-Both are read by shard ids through the app's `ShardCache`: every PR on the same base shares them.
+Both are read by shard ids through the app's `ShardCache`: every PR on the same base shares them,
+and the head (its results, keys, order and storms: a storm shard's 160,000 rows) is read once per
+set of head shards, so the report, the PR page and each section page after the first do not read
+it again (stored shards never change; a new upload is a new set).
 
 Evidence has provenance: the baseline, the timings and the history windows come from trusted
 branch runs only (`pull_request IS NULL`), plus this PR's own earlier runs for its history;
@@ -15,7 +18,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from sqlmodel import Session, col, select
 
@@ -33,9 +36,10 @@ from cpci.server.analysis.pull_report import (
     build_report,
     build_section,
     needs_history,
+    report_order,
     storms_of,
 )
-from cpci.server.analysis.storms import StormPolicy
+from cpci.server.analysis.storms import StormPolicy, Storms
 from cpci.server.analysis.verdicts import ResultView
 from cpci.server.core.config import Settings
 from cpci.server.core.errors import NotFound
@@ -116,8 +120,13 @@ def _inputs(
             )
         ).all(),
     )
-    shard_of: dict[ConfigLeg, int] = {}
-    head = _by_leg(session, [s for m in head_runs for s in m.uploads], shard_of)
+    policy = report_policy(settings)
+    head_shards = [s for m in head_runs for s in m.uploads]
+    head = cache.of_shards(
+        f"pull_head {policy.storms}",
+        (s.id for s in head_shards if s.id is not None),
+        lambda: _head(session, head_shards, policy.storms),
+    )
     baseline, base_run = _baseline(
         session, repo, latest.base_commit, settings.ancestor_depth, links
     )
@@ -136,21 +145,25 @@ def _inputs(
         head_runs=[m.ref(repo.name, links) for m in head_runs],
         shards=_progress(head_runs),
         baseline=baseline,
-        configs=config_keys(session=session, ids={at.pk for at in head}),
-        head=head,
+        configs=head.configs,
+        head=head.results,
         base=base,
         histories={},
         base_samples=_base_samples(session, cache, base_run, settings.baseline_runs)
         if base_run
         else {},
         history_url=lambda key: links.history(repo.name, key),
-        shard_of=shard_of,
+        shard_of=head.shard_of,
+        storms=head.storms,
+        order=head.order,
     )
     # A config caught in an infra storm is INFRA whatever its history: not loaded for it.
-    storms = storms_of(inputs, report_policy(settings).storms)
-    infra_storm = {at for at, storm in storms.of.items() if storm.infra_rule is not None}
     failing = sorted(
-        {at.pk for at, rs in head.items() if at not in infra_storm and needs_history(rs)}
+        {
+            at.pk
+            for at, rs in head.results.items()
+            if at not in head.infra_storm and needs_history(rs)
+        }
     )
     histories = observations(
         session=session,
@@ -161,7 +174,37 @@ def _inputs(
         exclude_commit=latest.commit,
         pull_request=number,
     )
-    return replace(inputs, histories=histories, storms=storms)
+    return replace(inputs, histories=histories)
+
+
+@dataclass(frozen=True)
+class _Head:
+    """What a report reads of its head shards alone, kept per set of them (shared: read-only)."""
+
+    results: dict[ConfigLeg, list[ResultView]]
+    shard_of: dict[ConfigLeg, int]  # the shard index each config ran on
+    configs: dict[int, str]  # config keys
+    order: list[ConfigLeg]  # `report_order`
+    storms: Storms
+    infra_storm: frozenset[ConfigLeg]  # caught in a storm of an infra signature
+
+
+def _head(session: Session, shards: Sequence[Shard], policy: StormPolicy) -> _Head:
+    shard_of: dict[ConfigLeg, int] = {}
+    results = _by_leg(session, shards, shard_of)
+    configs = config_keys(session=session, ids={at.pk for at in results})
+    storms = storms_of(results, shard_of, policy)
+    caught = storms.of.get
+    return _Head(
+        results=results,
+        shard_of=shard_of,
+        configs=configs,
+        order=report_order(results, configs),
+        storms=storms,
+        infra_storm=frozenset(
+            at for at in results if (s := caught(at)) is not None and s.infra_rule is not None
+        ),
+    )
 
 
 def _by_leg(
@@ -190,6 +233,7 @@ def _progress(runs: Sequence[MergedRun]) -> ShardProgress:
         reported=sum(p.reported for p in parts),
         expected=sum(p.expected for p in parts),
         missing=missing,
+        plan_mismatches=[x for p in parts for x in p.plan_mismatches],
     )
 
 
