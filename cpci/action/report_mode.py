@@ -40,10 +40,9 @@ def fetch_pull_request_report(
     """The service's PR report (None when nothing was uploaded for this PR yet)."""
     client = ServiceClient(settings.server_url, token, transport=transport)
     try:
-        body = client.pull_report(repo, number)
+        return client.pull_report(repo, number)
     except UploadFailed as exc:
         raise ReportModeError(str(exc)) from exc
-    return None if body is None else PullRequestReport.model_validate(body)
 
 
 def run_report_mode(

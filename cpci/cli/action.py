@@ -84,10 +84,10 @@ def _upload(settings: ActionSettings, outcome: SuiteOutcome) -> str:
         )
         return ""
     receipt = delivered.receipt
-    print(f"cpci: uploaded {receipt['results']} result(s), {receipt['shards']['text']}")
+    print(f"cpci: uploaded {receipt.results} result(s), {receipt.shards.text}")
     if done.ancestry:
         print(f"cpci: {done.ancestry}", flush=True)
-    return str(settings.server_url.rstrip("/") + receipt["run_url"])
+    return settings.server_url.rstrip("/") + receipt.run_url
 
 
 def _report_mode(settings: ActionSettings) -> int:

@@ -172,9 +172,9 @@ def _upload(args: argparse.Namespace) -> int:
     _print_rejected(delivered.rejected)
     if args.json:
         summary = {
-            "receipt": delivered.receipt,
+            "receipt": delivered.receipt.model_dump(mode="json") if delivered.receipt else None,
             "spooled": str(delivered.spooled) if delivered.spooled else None,
-            "flushed": delivered.flushed,
+            "flushed": [receipt.model_dump(mode="json") for receipt in delivered.flushed],
             "still_spooled": delivered.still_spooled,
             "rejected": delivered.rejected,
             "skipped": problems,
@@ -191,13 +191,12 @@ def _upload(args: argparse.Namespace) -> int:
         )
     else:
         receipt = delivered.receipt
-        shards = receipt.get("shards", {})
         if delivered.flushed:
             print(f"sent {len(delivered.flushed)} upload(s) waiting in {settings.spool}")
         print(
-            f"{receipt['status']}: {receipt['results']} result(s) of {receipt['repository']} run "
-            f"{receipt['ci_run_id']} shard {receipt['shard_index']} "
-            f"({shards.get('text', '')}); {len(problems)} file(s) skipped"
+            f"{receipt.status}: {receipt.results} result(s) of {receipt.repository} run "
+            f"{receipt.ci_run_id} shard {receipt.shard_index} "
+            f"({receipt.shards.text}); {len(problems)} file(s) skipped"
         )
     if delivered.receipt is None:
         return 3

@@ -154,18 +154,16 @@ def upload(server: str, token: str, commit: Commit, shard: int, results: Path, s
     )
     if done.receipt is None:
         raise RuntimeError(f"upload failed: {done.error}")
-    say(f"uploaded {done.receipt['results']} results: {done.receipt['shards']['text']}")
+    say(f"uploaded {done.receipt.results} results: {done.receipt.shards.text}")
 
 
 def pr_comment(server: str) -> str:
     from cpci.github.comment import CommentOptions, render
-    from cpci.schema import PullRequestReport
     from cpci.upload.service_client import ServiceClient
 
-    body = ServiceClient(server, None).pull_report(REPOSITORY, PR_NUMBER)
-    if body is None:
+    report = ServiceClient(server, None).pull_report(REPOSITORY, PR_NUMBER)
+    if report is None:
         raise RuntimeError(f"the service has no report for {REPOSITORY}#{PR_NUMBER}")
-    report = PullRequestReport.model_validate(body)
     return render(
         report,
         None,

@@ -1,10 +1,11 @@
 """The wire types: every record that crosses from one part of cpci to another.
 
 The runner writes results (`results`), the uploader wraps them in a run envelope (`envelope`),
-the service answers with a PR report (`pull_report`, with `runs` and `flakiness`) whose verdicts
-come from one table (`verdicts`), and the GitHub bot and the Action render that report. All of
-them import these types from here, and this package imports nothing of cpci (pydantic only), so
-none of them needs the service's code or dependencies to read what the service sends.
+the service answers each upload with a receipt (`receipts`) and readers with a PR report
+(`pull_report`, with `runs` and `flakiness`) whose verdicts come from one table (`verdicts`),
+and the GitHub bot and the Action render that report. All of them import these types from here,
+and this package imports nothing of cpci (pydantic only), so none of them needs the service's
+code or dependencies to read what the service sends.
 """
 
 from cpci.schema.durations import DURATIONS_SCHEMA, ConfigDurations
@@ -38,6 +39,7 @@ from cpci.schema.pull_report import (
     ShiftFinding,
     Storm,
 )
+from cpci.schema.receipts import UploadReceipt, UploadStatus
 from cpci.schema.results import (
     FAILING_OUTCOMES,
     NOT_RUN_OUTCOMES,
@@ -117,6 +119,8 @@ __all__ = [
     "Shift",
     "ShiftFinding",
     "Storm",
+    "UploadReceipt",
+    "UploadStatus",
     "Verdict",
     "VerdictInfo",
     "WireModel",

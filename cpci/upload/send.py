@@ -15,11 +15,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import httpx
 
-from cpci.schema import RunEnvelope
+from cpci.schema import RunEnvelope, UploadReceipt
 from cpci.upload.errors import UploadFailed
 from cpci.upload.retry import Backoff
 from cpci.upload.service_client import ServiceClient
@@ -41,9 +40,9 @@ __all__ = [
 class Delivered:
     """What one `deliver` did: this upload's receipt (None when spooled) and the spool's state."""
 
-    receipt: dict[str, Any] | None
+    receipt: UploadReceipt | None
     spooled: Path | None = None
-    flushed: list[dict[str, Any]] = field(default_factory=list)
+    flushed: list[UploadReceipt] = field(default_factory=list)
     still_spooled: int = 0
     error: str = ""
     rejected: list[str] = field(default_factory=list)
@@ -56,7 +55,7 @@ class Flushed:
     unreachable), items refused for good (set aside), and one-line notes (items bound elsewhere
     left in place, unreadable files set aside)."""
 
-    receipts: list[dict[str, Any]] = field(default_factory=list)
+    receipts: list[UploadReceipt] = field(default_factory=list)
     left: int = 0
     rejected: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -69,7 +68,7 @@ def send_with_retries(
     *,
     backoff: Backoff,
     transport: httpx.BaseTransport | None = None,
-) -> dict[str, Any]:
+) -> UploadReceipt:
     """POST the envelope, retried as `backoff` says; returns the service's receipt."""
     client = ServiceClient(server, token, retry=backoff, transport=transport)
     return client.upload(envelope)
@@ -155,6 +154,6 @@ def send_envelope(
     *,
     transport: httpx.BaseTransport | None = None,
     timeout_s: float = 60.0,
-) -> dict[str, Any]:
+) -> UploadReceipt:
     """POST the envelope once; returns the service's receipt (stored or duplicate)."""
     return ServiceClient(server, token, transport=transport, timeout_s=timeout_s).upload(envelope)

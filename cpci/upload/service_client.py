@@ -3,23 +3,27 @@
 It knows the paths (`cpci.urls`), the bearer header, the retry policy and how an answer becomes
 an error: httpx's exceptions and the service's refusals are mapped here, once, to `UploadFailed`
 (status 0 when there was no answer), whose message names the URL, the status and the service's
-`detail`.
+`detail`. Answers are read into their wire types (`cpci.schema`) here too, so a caller holds an
+`UploadReceipt` or a `PullRequestReport`, never the service's JSON.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
+from pydantic import BaseModel, ValidationError
 
 from cpci import urls
-from cpci.schema import RunEnvelope
+from cpci.schema import PullRequestReport, RunEnvelope, UploadReceipt
 from cpci.upload.errors import UploadFailed
 from cpci.upload.retry import ONCE, Backoff
 
 #: What the "no answer" message tells the user to check, in both spellings.
 SERVER_HINT = "check the server URL (--server / CPCI_SERVER, or the Action's server-url)"
+
+Answer = TypeVar("Answer", bound=BaseModel)
 
 
 class ServiceClient:
@@ -40,13 +44,12 @@ class ServiceClient:
         self.transport = transport
         self.timeout_s = timeout_s
 
-    def upload(self, envelope: RunEnvelope) -> dict[str, Any]:
+    def upload(self, envelope: RunEnvelope) -> UploadReceipt:
         """POST the envelope; returns the service's receipt (stored or duplicate)."""
         body = envelope.model_dump_json(by_alias=True)
         headers = {"Content-Type": "application/json"}
         response = self._request("POST", urls.API_UPLOADS, content=body, headers=headers)
-        receipt: dict[str, Any] = response.json()
-        return receipt
+        return _read(UploadReceipt, response)
 
     def record_commits(self, repository: str, links: Sequence[tuple[str, str]]) -> int:
         """Record first-parent links (commit, parent) of the repository's history; returns how
@@ -55,16 +58,15 @@ class ServiceClient:
         response = self._request("POST", urls.api_commits(repository), json=body)
         return int(response.json()["recorded"])
 
-    def pull_report(self, repository: str, number: int) -> dict[str, Any] | None:
-        """The PR report as the service sends it; None while nothing was uploaded for the PR."""
+    def pull_report(self, repository: str, number: int) -> PullRequestReport | None:
+        """The PR report; None while nothing was uploaded for the PR."""
         try:
             response = self._request("GET", urls.api_pull_report(repository, number))
         except UploadFailed as exc:
             if exc.status == 404:
                 return None
             raise
-        report: dict[str, Any] = response.json()
-        return report
+        return _read(PullRequestReport, response)
 
     def _request(
         self,
@@ -94,6 +96,23 @@ class ServiceClient:
             return response
 
         return self.retry.call(once)
+
+
+def _read(model: type[Answer], response: httpx.Response) -> Answer:
+    """The answer as its wire type; a body that is not one is the service's fault, said as such
+    (a proxy's HTML page, or a service of another version)."""
+    try:
+        return model.model_validate_json(response.content)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors()[:3]
+        )
+        raise UploadFailed(
+            f"{response.request.url} answered {response.status_code} with a body that is not a "
+            f"valid {model.__name__} ({problems}): check that the server URL is a cpci service "
+            "of a compatible version",
+            response.status_code,
+        ) from exc
 
 
 def _detail(response: httpx.Response) -> str:

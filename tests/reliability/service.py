@@ -26,9 +26,9 @@ from typing import Any
 
 import httpx
 from sqlalchemy import func
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
-from cpci.schema import RunEnvelope
+from cpci.schema import RunEnvelope, UploadReceipt
 from cpci.server.core.db import create_db_engine
 from cpci.server.core.migrate import upgrade
 from cpci.server.crud.tokens import create_token
@@ -156,7 +156,7 @@ class LoadReport:
     shards: int
     results_per_shard: int
     latencies_s: list[float] = field(default_factory=list)
-    receipts: list[dict[str, Any]] = field(default_factory=list)
+    receipts: list[UploadReceipt] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     wall_s: float = 0.0
 
@@ -233,10 +233,12 @@ def count_stored(database_url: str) -> Stored:
     try:
         with Session(engine) as session:
             rows = session.exec(
-                select(Run.ci_run_id, Shard.shard_index, Shard.result_count, func.count(Result.id))
+                select(
+                    Run.ci_run_id, Shard.shard_index, Shard.result_count, func.count(col(Result.id))
+                )
                 .join(Shard, Shard.run_id == Run.id)  # type: ignore[arg-type]
                 .outerjoin(Result, Result.shard_id == Shard.id)  # type: ignore[arg-type]
-                .group_by(Run.ci_run_id, Shard.shard_index, Shard.result_count)
+                .group_by(col(Run.ci_run_id), col(Shard.shard_index), col(Shard.result_count))
             ).all()
             return Stored(
                 runs=session.exec(select(func.count()).select_from(Run)).one(),
@@ -263,7 +265,7 @@ def check_load(report: LoadReport, stored: Stored) -> list[str]:
         problems.append(f"{stored.results} results stored, want {report.expected_results}")
     if stored.shards != len(want_shards):
         problems.append(f"{stored.shards} shards stored, want {len(want_shards)}")
-    statuses = [r["status"] for r in report.receipts]
+    statuses = [r.status for r in report.receipts]
     if statuses.count("stored") != len(want_shards):
         problems.append(f"{statuses.count('stored')} 'stored' receipts, want {len(want_shards)}")
     return problems
@@ -380,7 +382,7 @@ def kill_mid_upload(
     if thread.is_alive():
         problems.append("the uploader did not finish within 180 s of the restart")
     transport.really_close()
-    statuses = []
+    statuses: list[str] = []
     if "error" in outcome:
         problems.append(f"the upload was refused: {outcome['error']}")
     elif "done" in outcome:
@@ -388,11 +390,11 @@ def kill_mid_upload(
         if done.receipt is None:  # every retry fell in the restart: the spool holds it
             flushed = flush(spool, Binding(service.url, REPO), lambda: token, backoff=backoff)
             receipts, left, rejected = flushed.receipts, flushed.left, flushed.rejected
-            statuses = [r["status"] for r in receipts]
+            statuses = [r.status for r in receipts]
             if left or rejected:
                 problems.append(f"spool flush left {left}, rejected {rejected}")
         else:
-            statuses = [done.receipt["status"]]
+            statuses = [done.receipt.status]
     final = count_stored(service.database_url).per_shard.get((run, 0))
     if final != (results, results):
         problems.append(f"after the retry shard 0 of {run} holds {final}, want {results} rows")

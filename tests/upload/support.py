@@ -20,7 +20,7 @@ import pytest
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
-from cpci.schema import Outcome, ResultRecord, RunEnvelope
+from cpci.schema import Outcome, ResultRecord, RunEnvelope, ShardProgress, UploadReceipt
 from cpci.server import Settings, create_app
 from cpci.server.core.db import create_db_engine
 from cpci.server.core.migrate import upgrade
@@ -85,6 +85,23 @@ def record(nodeid: str = NODEID, outcome: Outcome = "passed", world_size: int = 
 def envelope(run: str = "1", repository: str = REPO) -> RunEnvelope:
     """A one-result envelope of CI run `run`."""
     return RunEnvelope(repository=repository, commit="a" * 40, ci_run_id=run, results=[record()])
+
+
+def receipt_body(run: str = "1", results: int = 1) -> bytes:
+    """The service's answer to a one-shard run's upload, for stand-ins that answer 201."""
+    shards = ShardProgress(reported=1, expected=1, missing=[])
+    receipt = UploadReceipt(
+        status="stored",
+        repository=REPO,
+        ci_run_id=run,
+        ci_attempt=1,
+        shard_index=0,
+        results=results,
+        shards=shards,
+        run_api_url=f"/api/v1/repos/{REPO}/runs/{run}",
+        run_url=f"/ui/{REPO}/runs/{run}",
+    )
+    return receipt.model_dump_json().encode()
 
 
 def results_file(path: Path, records: list[ResultRecord]) -> Path:

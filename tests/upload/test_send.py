@@ -23,6 +23,7 @@ from tests.upload.support import (
     envelope,
     live_service,
     migrated_database,
+    receipt_body,
     results_file,
     upload_args,
 )
@@ -38,8 +39,7 @@ def scripted(statuses: list[int | None], seen: list[str]) -> httpx.MockTransport
             raise httpx.ConnectError("connection refused", request=request)
         if status not in (200, 201):
             return httpx.Response(status, json={"detail": "no"})
-        receipt = {"status": "stored", "results": 1, "repository": REPO, "ci_run_id": seen[-1]}
-        return httpx.Response(status, json=receipt)
+        return httpx.Response(status, content=receipt_body(seen[-1]))
 
     return httpx.MockTransport(handle)
 

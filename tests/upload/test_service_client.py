@@ -4,6 +4,9 @@ PR report that is None until something was uploaded for the PR."""
 
 from __future__ import annotations
 
+from http.server import BaseHTTPRequestHandler
+from typing import Any
+
 import httpx
 import pytest
 
@@ -11,14 +14,15 @@ from cpci.upload.errors import UploadFailed
 from cpci.upload.retry import Backoff
 from cpci.upload.service_client import ServiceClient
 from tests.live_server import loopback_socket
-from tests.upload.support import REPO, LiveService, envelope
+from tests.upload.support import REPO, LiveService, envelope, receipt_body, serve_handler
 
 
 def test_an_upload_is_stored_once_then_a_duplicate(service: LiveService) -> None:
     client = ServiceClient(service.url + "/", service.token)  # a trailing slash is fine
     first = client.upload(envelope("client-1"))
-    assert (first["status"], first["results"], first["repository"]) == ("stored", 1, REPO)
-    assert client.upload(envelope("client-1"))["status"] == "duplicate"
+    assert (first.status, first.results, first.repository) == ("stored", 1, REPO)
+    assert first.shards.text == "1/1 shards reported"
+    assert client.upload(envelope("client-1")).status == "duplicate"
 
 
 def test_a_refusal_names_the_url_status_and_reason(service: LiveService) -> None:
@@ -51,7 +55,7 @@ def test_the_pull_report_is_none_until_an_upload_names_the_pr(service: LiveServi
     client.upload(pr_run)
     report = client.pull_report(REPO, 31)
     assert report is not None
-    assert report["head_commit"] == "b" * 40
+    assert report.head_commit == "b" * 40
 
 
 def test_commit_links_are_recorded_and_a_contradiction_is_refused(service: LiveService) -> None:
@@ -69,13 +73,41 @@ def test_only_a_retryable_failure_is_tried_again() -> None:
     waits: list[float] = []
 
     def handle(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(answers.pop(0), json={"status": "stored", "detail": "later"})
+        status = answers.pop(0)
+        if status == 201:
+            return httpx.Response(status, content=receipt_body())
+        return httpx.Response(status, json={"detail": "later"})
 
     retry = Backoff(attempts=3, base_s=0.5, sleep=waits.append, jitter=lambda low, high: high)
     client = ServiceClient("http://cpci", "t", retry=retry, transport=httpx.MockTransport(handle))
-    assert client.upload(envelope())["status"] == "stored"
+    assert client.upload(envelope()).status == "stored"
     assert waits == [0.5, 1.0]
     answers[:] = [422, 201]
     with pytest.raises(UploadFailed, match="answered 422: later"):
         client.upload(envelope())
     assert answers == [201]  # not tried again
+
+
+def test_an_answer_that_is_not_a_receipt_says_which_url_sent_it() -> None:
+    """A proxy's login page answering 201 is not an upload stored: the message names the URL
+    and what to check, and it is no retryable "later"."""
+
+    class Proxy(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length", 0)))
+            body = b"<html>please log in</html>"
+            self.send_response(201)
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    with serve_handler(Proxy) as url, pytest.raises(UploadFailed) as excinfo:
+        ServiceClient(url, "t").upload(envelope())
+    message = str(excinfo.value)
+    assert message.startswith(f"{url}/api/v1/uploads answered 201 with a body that is not a valid ")
+    assert "UploadReceipt" in message
+    assert "a cpci service of a compatible version" in message
+    assert not excinfo.value.retryable

@@ -34,7 +34,7 @@ def test_a_branch_shard_is_stored_then_its_ancestry_noted(
         cwd=tmp_path,  # not a git checkout
     )
     assert done.delivered.receipt is not None
-    assert done.delivered.receipt["status"] == "stored"
+    assert done.delivered.receipt.status == "stored"
     assert done.ancestry.endswith("commit ancestry not recorded")
 
 

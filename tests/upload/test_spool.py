@@ -24,6 +24,7 @@ from tests.upload.support import (
     REPO,
     LiveService,
     envelope,
+    receipt_body,
     results_file,
     serve_handler,
     upload_args,
@@ -47,7 +48,7 @@ def attacker() -> Iterator[tuple[str, Recorder]]:
         def do_POST(self) -> None:
             self.rfile.read(int(self.headers.get("content-length", 0)))
             recorder.seen.append({"path": self.path, "auth": self.headers.get("authorization", "")})
-            body = b'{"status": "stored"}'
+            body = receipt_body()
             self.send_response(201)
             self.send_header("content-length", str(len(body)))
             self.end_headers()

@@ -13,11 +13,11 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from sqlmodel import Session, select
 
-from cpci.schema import RunEnvelope
+from cpci.schema import RunEnvelope, UploadStatus
 from cpci.server.core.errors import Conflict
 from cpci.server.core.provenance import Provenance
 from cpci.server.core.quotas import UploadRate, check_upload_rate
@@ -48,7 +48,7 @@ RUN_FIELDS = ("commit", "branch", "pull_request", "base_commit", "shard_total")
 
 @dataclass(frozen=True)
 class Ingested:
-    status: Literal["stored", "duplicate"]
+    status: UploadStatus
     run_id: int
     shard_id: int
     results: int

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from fastapi import APIRouter, Request, Response
-from pydantic import BaseModel, Field
 from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 from starlette.concurrency import run_in_threadpool
 
 from cpci import urls
-from cpci.schema import RunEnvelope, ShardProgress
+from cpci.schema import RunEnvelope, UploadReceipt
 from cpci.server.api.deps import EngineDep, LinksDep, PrincipalDep, SettingsDep
 from cpci.server.api.payload import parse_envelope, read_limited
 from cpci.server.core.db import writer
@@ -47,19 +46,6 @@ ERRORS: dict[int | str, dict[str, Any]] = {
         "headers": {"Retry-After": {"schema": {"type": "integer"}}},
     },
 }
-
-
-class UploadReceipt(BaseModel):
-    status: Literal["stored", "duplicate"]
-    repository: str
-    ci_run_id: str
-    ci_attempt: int
-    shard_index: int
-    leg: str = ""
-    results: int
-    shards: ShardProgress
-    run_api_url: str
-    run_url: str = Field(description="the run's page in the web UI (relative to the service)")
 
 
 @router.post(
