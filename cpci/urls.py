@@ -102,6 +102,12 @@ def api_run_summary(repository: str, ci_run_id: str) -> str:
     return f"{api_repo(repository)}/runs/{quote(ci_run_id, safe='')}"
 
 
+def api_durations(repository: str, branch: str | None = None, runs: int | None = None) -> str:
+    """GET median seconds per config over recent trusted branch runs (what shards balance by)."""
+    query = {k: v for k, v in (("branch", branch), ("runs", runs)) if v is not None}
+    return f"{api_repo(repository)}/durations" + (f"?{urlencode(query)}" if query else "")
+
+
 def api_commits(repository: str) -> str:
     """POST first-parent links (commit, parent) of the repository's history."""
     return f"{api_repo(repository)}/commits"

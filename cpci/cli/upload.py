@@ -144,6 +144,7 @@ def _flush(args: argparse.Namespace) -> int:
 
 def _upload(args: argparse.Namespace) -> int:
     from cpci.upload.envelope import RunFields, build_envelope
+    from cpci.upload.plan_file import plan_for
     from cpci.upload.settings import UploadSettingsError
     from cpci.upload.shard_upload import upload_shard
 
@@ -165,7 +166,7 @@ def _upload(args: argparse.Namespace) -> int:
         leg=args.leg,
         legs=args.legs,
     )
-    envelope = build_envelope(fields, records, os.environ)
+    envelope = build_envelope(fields, records, os.environ, plan_for(args.results or []))
     done = upload_shard(settings, envelope, os.environ, backoff=_backoff(args), cwd=Path.cwd())
     delivered = done.delivered
     _print_notes(delivered.notes + ([done.ancestry] if done.ancestry else []))

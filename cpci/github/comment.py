@@ -79,7 +79,7 @@ def _render(
 ) -> str:
     parts = [marker_line(verdict), _headline(report, consistency, verdict)]
     if report is not None:
-        parts += [storm_line(report), _scope(report)]
+        parts += [storm_line(report), plan_mismatch_line(report), _scope(report)]
         parts += [
             _section(
                 v.heading,
@@ -172,6 +172,15 @@ def storm_line(report: PullRequestReport) -> str:
         f"🌩️ **Storm**: {md.text(first.text)} failed with one signature{more} — "
         f"{md.code(first.signature, 200)} ({what})"
     )
+
+
+def plan_mismatch_line(report: PullRequestReport) -> str:
+    """A warning up front when shards of a head run were planned from different inputs: the
+    verdicts may miss configs that no shard ran (or count one twice)."""
+    texts = [m.text for m in report.shards.plan_mismatches]
+    if not texts:
+        return ""
+    return "⚠️ **Shard plans differ**: " + "; ".join(md.text(t, 300) for t in texts[:5])
 
 
 def consistency_failed(consistency: ConsistencyResult | None) -> bool:

@@ -57,8 +57,10 @@ from cpci.schema.runs import RunLink, RunRef, ShardProgress
 from cpci.schema.shard_plan import (
     PLAN_HASH_PATTERN,
     SHARD_PLAN_SCHEMA,
+    PlanMismatch,
     ShardPlan,
     plan_path,
+    read_plan,
 )
 from cpci.schema.verdicts import (
     ATTENTION,
@@ -103,6 +105,7 @@ __all__ = [
     "LegName",
     "MetricName",
     "Outcome",
+    "PlanMismatch",
     "PullRequestReport",
     "QuickVerdict",
     "RankError",
@@ -127,5 +130,6 @@ __all__ = [
     "config_id",
     "first_line",
     "plan_path",
+    "read_plan",
     "read_results",
 ]

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field, computed_field
 
+from cpci.schema.shard_plan import PlanMismatch
+
 
 class RunLink(BaseModel):
     """Enough to find a CI run again: its ids, commit, and a link to it."""
@@ -31,6 +33,10 @@ class ShardProgress(BaseModel):
     )
     missing_by_leg: dict[str, list[int]] = Field(
         default_factory=dict, description="per matrix leg, its shard indexes not uploaded yet"
+    )
+    plan_mismatches: list[PlanMismatch] = Field(
+        default_factory=list,
+        description="legs whose shards were planned from different inputs (plan hashes)",
     )
 
     @computed_field  # type: ignore[prop-decorator]

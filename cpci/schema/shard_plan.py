@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import BaseModel, Field, computed_field
 
 from cpci.schema.fields import MAX_SHARDS, WireModel
 
@@ -35,3 +35,35 @@ class ShardPlan(WireModel):
 def plan_path(results: str) -> str:
     """The plan file that belongs to the results file `results`."""
     return results + SHARD_PLAN_SUFFIX
+
+
+class PlanMismatch(BaseModel):
+    """Shards of one run and leg that were planned from different inputs."""
+
+    leg: str = Field(default="", description="the matrix leg; '' for a run without a matrix")
+    shard_total: int
+    groups: list[list[int]] = Field(
+        description="shard indexes sharing one plan hash, largest group first"
+    )
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def text(self) -> str:
+        named = [f"{group[0]}/{self.shard_total}" for group in self.groups]
+        listed = ", ".join(named[:-1]) + f" and {named[-1]}"
+        where = f" on leg {self.leg}" if self.leg else ""
+        return (
+            f"shards {listed}{where} were planned from different inputs: configs may have "
+            "been dropped or run twice"
+        )
+
+
+def read_plan(path: str) -> ShardPlan | None:
+    """The plan file at `path`; None when there is none (a runner that sharded nothing, or an
+    older one). ValueError when it is not a `cpci.plan/1` record."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except FileNotFoundError:
+        return None
+    return ShardPlan.model_validate_json(text)

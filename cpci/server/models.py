@@ -157,6 +157,12 @@ class Shard(SQLModel, table=True):
     started_at: datetime | None = _when(default=None, nullable=True)
     ended_at: datetime | None = _when(default=None, nullable=True)
     result_count: int
+    plan_sha256: str | None = Field(
+        default=None,
+        max_length=64,
+        description="hash of the shard's plan inputs; shards of one run and leg that differ "
+        "were planned differently (configs may be dropped or run twice)",
+    )
     # Indexed for the uploads-per-hour quota, which reads the last hour's shards newest first.
     uploaded_at: datetime = _when(default_factory=utcnow, index=True)
 

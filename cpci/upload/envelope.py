@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cpci.schema import ResultRecord, RunEnvelope
+from cpci.schema import ResultRecord, RunEnvelope, ShardPlan
 from cpci.shard_spec import parse_shard
 from cpci.upload.environment import detect
 from cpci.upload.errors import EnvelopeError
@@ -44,12 +44,17 @@ class RunFields:
 
 
 def build_envelope(
-    fields: RunFields, results: Sequence[ResultRecord], env: Mapping[str, str]
+    fields: RunFields,
+    results: Sequence[ResultRecord],
+    env: Mapping[str, str],
+    plan: ShardPlan | None = None,
 ) -> RunEnvelope:
+    """The envelope; `plan` (the runner's plan file) gives the plan hash, and the shard when
+    neither the flag nor CPCI_SHARD does (a shard that contradicts it is refused)."""
     event = pull_request_event(env)
     head = event.get("head", {}) if event else {}
     base = event.get("base", {}) if event else {}
-    index, total = _shard(fields.shard or env.get("CPCI_SHARD"))
+    index, total = _shard_of(fields.shard or env.get("CPCI_SHARD"), plan)
     values: dict[str, Any] = {
         "repository": _need(
             fields.repository or env.get("GITHUB_REPOSITORY"), "--repository", "GITHUB_REPOSITORY"
@@ -70,6 +75,7 @@ def build_envelope(
         "shard_total": total,
         "leg": leg_name(fields.leg if fields.leg is not None else env.get("CPCI_LEG", "")),
         "legs": declared_legs(fields.legs if fields.legs is not None else env.get("CPCI_LEGS", "")),
+        "plan_hash": plan.plan_hash if plan is not None else None,
         "runner_name": fields.runner_name or env.get("RUNNER_NAME") or None,
         "environment": detect(results),
         "results": list(results),
@@ -130,6 +136,21 @@ def _shard(value: str | None) -> tuple[int, int]:
         return parse_shard(value)
     except ValueError as exc:
         raise EnvelopeError(f"--shard (or CPCI_SHARD) {exc}, got {value!r}") from None
+
+
+def _shard_of(value: str | None, plan: ShardPlan | None) -> tuple[int, int]:
+    if plan is None:
+        return _shard(value)
+    planned = (plan.shard_index, plan.shard_total)
+    if not value:
+        return planned
+    given = _shard(value)
+    if given != planned:
+        raise EnvelopeError(
+            f"--shard (or CPCI_SHARD) says {given[0]}/{given[1]} but the runner planned shard "
+            f"{planned[0]}/{planned[1]} (its .plan.json): pass the runner's --cpci-shard value"
+        )
+    return given
 
 
 def pull_request_event(env: Mapping[str, str]) -> dict[str, Any] | None:

@@ -120,3 +120,29 @@ OLD_ROWS = (
     "INSERT INTO result (id, run_id, shard_id, config_id, environment_id, outcome, duration_s, "
     "attempt, flaky) VALUES (1, 1, 1, 1, 1, 'passed', 1.0, 1, false)",
 )
+
+
+@pytest.mark.parametrize("kind", ENGINES)
+def test_0006_gives_old_shards_no_plan_hash_and_goes_down_keeping_them(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """Shards stored before plan hashes existed have none (so they are never flagged); going
+    down drops the column and keeps every row (SQLite copies the table under its results)."""
+    engine = create_db_engine(fresh_database(kind, request, tmp_path, migrated=False))
+    try:
+        migrate.upgrade(engine, "0002")
+        with engine.begin() as conn:
+            for statement in OLD_ROWS:
+                conn.execute(text(statement))
+        migrate.upgrade(engine, "0005")
+        migrate.upgrade(engine)
+        with engine.begin() as conn:
+            assert conn.execute(text("SELECT plan_sha256 FROM shard")).scalar_one() is None
+            conn.execute(text("UPDATE shard SET plan_sha256 = :h"), {"h": "a" * 64})
+        migrate.downgrade(engine, "0005")
+        assert "plan_sha256" not in {c["name"] for c in inspect(engine).get_columns("shard")}
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT count(*) FROM result")).scalar_one() == 1
+            assert conn.execute(text("SELECT id FROM shard")).scalars().all() == [1]
+    finally:
+        engine.dispose()

@@ -108,6 +108,7 @@ def ingest_shard(
         environment_id=env_id,
         runner_name=envelope.runner_name,
         runner_labels=list(envelope.runner_labels) or None,
+        plan_sha256=envelope.plan_hash,
         started_at=envelope.started_at,
         ended_at=envelope.ended_at,
         result_count=len(envelope.results),

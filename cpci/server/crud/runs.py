@@ -17,6 +17,7 @@ from sqlmodel import Session, col, select
 
 from cpci import urls
 from cpci.schema import RunRef, ShardProgress
+from cpci.server.analysis.shard_plans import plan_mismatches
 from cpci.server.analysis.verdicts import ResultView, culprit_error
 from cpci.server.core.errors import NotFound
 from cpci.server.crud.common import chunks, fetch_rows, from_json, one_of
@@ -56,6 +57,9 @@ class MergedRun:
             missing=sorted({i for m in by_leg.values() for i in m}),
             legs=list(by_leg) if by_leg.keys() != {""} else [],
             missing_by_leg={leg: m for leg, m in by_leg.items() if m and leg},
+            plan_mismatches=plan_mismatches(
+                ((s.leg, s.shard_index, s.plan_sha256) for s in self.shards.values()), total
+            ),
         )
 
     def ref(self, repository: str, links: Links) -> RunRef:

@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
-from cpci.schema import PullRequestReport, ReportSectionPage
+from cpci.schema import ConfigDurations, PullRequestReport, ReportSectionPage
 from cpci.server.api.deps import (
     LinksDep,
     PrincipalDep,
@@ -20,6 +20,7 @@ from cpci.server.api.view_deps import PullReportView, PullSectionView
 from cpci.server.core.provenance import check_ancestry
 from cpci.server.crud.commits import record_parents
 from cpci.server.crud.repos import bind_github_id, ensure_repository
+from cpci.server.views.durations import DEFAULT_RUNS, MAX_RUNS, config_durations
 from cpci.server.views.flaky import flaky_configs
 from cpci.server.views.history import config_history
 from cpci.server.views.read_models import FlakyList, HistoryPage, RunSummary
@@ -62,6 +63,24 @@ def flaky(
     return flaky_configs(
         session=session, repo=repository, window_runs=runs, settings=settings, links=links
     )
+
+
+@router.get(
+    "/durations",
+    summary="Median seconds per config over recent trusted branch runs, to balance shards by",
+    description="Every shard of a CI run that plans from this answer computes the same plan "
+    "(`--cpci-durations URL`, or the Action's durations file). Passing results only, of branch "
+    "runs (never a PR's); `branch` defaults to the branch most recent branch runs were on.",
+)
+def durations(
+    repository: ReadableRepoDep,
+    session: SessionDep,
+    branch: Annotated[str | None, Query(min_length=1, max_length=255)] = None,
+    runs: Annotated[
+        int, Query(ge=1, le=MAX_RUNS, description="newest CI runs of the branch to read")
+    ] = DEFAULT_RUNS,
+) -> ConfigDurations:
+    return config_durations(session=session, repo=repository, branch=branch, runs=runs)
 
 
 @router.get(
