@@ -129,12 +129,26 @@ class _Row(NamedTuple):
     known: FlakinessAssessment | None
 
 
+#: A config's decision and the flakiness it was weighed against (None when not looked up).
+_Decided = tuple[Decision, FlakinessAssessment | None]
+
+
 @dataclass(frozen=True)
 class _Judged:
-    sections: dict[str, list[_Row]]
+    """Every config's decision; a section holds its configs in report order, and only the
+    listed ones become rows (a storm report has tens of thousands in one section)."""
+
+    sections: dict[str, list[ConfigLeg]]
+    decided: dict[ConfigLeg, _Decided]
     tally: Counter[str]
     storms: Storms
     legs: int
+
+    def rows(self, verdict: str, configs: Mapping[int, str], start: int, stop: int) -> list[_Row]:
+        """The rows of one section from `start` to `stop` (in report order)."""
+        return [
+            _Row(at, configs[at.pk], *self.decided[at]) for at in self.sections[verdict][start:stop]
+        ]
 
 
 def build_report(inputs: ReportInputs, policy: ReportPolicy) -> PullRequestReport:
@@ -149,7 +163,10 @@ def build_report(inputs: ReportInputs, policy: ReportPolicy) -> PullRequestRepor
         by_verdict=dict(sorted(judged.tally.items())),
     )
     sections = {
-        v.field: [_verdict(inputs, row, judged.legs) for row in judged.sections[v.name][:cap]]
+        v.field: [
+            _verdict(inputs, row, judged.legs)
+            for row in judged.rows(v.name, inputs.configs, 0, cap)
+        ]
         for v in VERDICTS
         if v.name in judged.sections
     }
@@ -189,9 +206,10 @@ def build_section(
         total, verdicts, shifts = len(found), [], found[offset : offset + limit]
     else:
         judged = _judge(inputs, policy)
-        rows = judged.sections[_VERDICT_OF[section]]
-        total, shifts = len(rows), []
-        verdicts = [_verdict(inputs, r, judged.legs) for r in rows[offset : offset + limit]]
+        verdict = _VERDICT_OF[section]
+        total, shifts = len(judged.sections[verdict]), []
+        rows = judged.rows(verdict, inputs.configs, offset, offset + limit)
+        verdicts = [_verdict(inputs, r, judged.legs) for r in rows]
     return ReportSectionPage(
         repository=inputs.repository,
         pull_request=inputs.pull_request,
@@ -211,8 +229,10 @@ _VERDICT_OF = {v.field: v.name for v in VERDICTS if v.field}
 
 
 def _judge(inputs: ReportInputs, policy: ReportPolicy) -> _Judged:
-    """Every config's verdict, as light rows (a storm report has tens of thousands)."""
-    sections: dict[str, list[_Row]] = {name: [] for name in ATTENTION}
+    """Every config's verdict. Runs once per config of the PR (a storm has tens of thousands):
+    a storm's configs share one decision, looked up, and nothing is built per config."""
+    sections: dict[str, list[ConfigLeg]] = {name: [] for name in ATTENTION}
+    decided: dict[ConfigLeg, _Decided] = {}
     tally: Counter[str] = Counter()
     pending = not inputs.shards.complete
     storms = inputs.storms
@@ -223,32 +243,30 @@ def _judge(inputs: ReportInputs, policy: ReportPolicy) -> _Judged:
     no_baseline_note = inputs.baseline.note
     known_by_pk: dict[int, FlakinessAssessment] = {}  # a config on several legs: assess once
     histories, base_map = inputs.histories, inputs.base
-    waiting = Decision("pending", inputs.shards.text)
-    by_storm: dict[int, Decision] = {}  # one decision per storm, shared by its configs
+    waiting: _Decided = (Decision("pending", inputs.shards.text), None)
+    # One decision per storm of an infra signature, shared by its configs (by storm identity).
+    by_storm = {id(s): (_storm_decision(s), None) for s in storms.found if s.infra_rule}
+    caught = storms.of.get
     order = inputs.order if inputs.order is not None else report_order(inputs.head, inputs.configs)
     for at in order:
-        head = inputs.head[at]
-        known = None
-        if pending:
-            decision = waiting
-        else:
-            storm = storms.of.get(at) if storms else None
-            if storm is not None and storm.infra_rule is not None:
-                decision = by_storm.get(id(storm)) or by_storm.setdefault(
-                    id(storm), _storm_decision(storm)
-                )
-            else:
-                base = _base_of(base_map, at) if base_map is not None else None
-                history = histories.get(at.pk)  # loaded for failing configs only
-                if history:
-                    known = known_by_pk.get(at.pk)
-                    if known is None:
-                        known = known_by_pk[at.pk] = assess_flakiness(history, policy.flakiness)
-                decision = decide(head, base, known, no_baseline_note, policy.evidence)
-        tally[decision.verdict] += 1
-        if decision.verdict in sections:
-            sections[decision.verdict].append(_Row(at, inputs.configs[at.pk], decision, known))
-    return _Judged(sections, tally, storms, len({key.leg for key in inputs.head}))
+        storm = caught(at)  # none while pending
+        found = by_storm.get(id(storm)) if storm is not None else waiting if pending else None
+        if found is None:
+            known = None
+            base = _base_of(base_map, at) if base_map is not None else None
+            history = histories.get(at.pk)  # loaded for failing configs only
+            if history:
+                known = known_by_pk.get(at.pk)
+                if known is None:
+                    known = known_by_pk[at.pk] = assess_flakiness(history, policy.flakiness)
+            decision = decide(inputs.head[at], base, known, no_baseline_note, policy.evidence)
+            found = (decision, known)
+        decided[at] = found
+        verdict = found[0].verdict
+        tally[verdict] += 1
+        if verdict in sections:
+            sections[verdict].append(at)
+    return _Judged(sections, decided, tally, storms, len({key.leg for key in inputs.head}))
 
 
 def _storm_decision(storm: Storm) -> Decision:

@@ -96,8 +96,10 @@ def find_storms(
     policy: StormPolicy,
 ) -> Storms:
     """The storms among `head` (results per config), `where` placing each config on its
-    (shard index, leg). Configs with no place are left out. Cheap per config: one signature
-    per failing config, counted."""
+    (shard index, leg). Configs with no place are left out. Cheap per config: loaders share one
+    view among identical results, so a storm's configs hold equal lists of the same few views;
+    configs are grouped by those views (by identity: `head` keeps them alive) and each group is
+    signed once, its size counted."""
     groups: dict[tuple[int, str], list[K]] = defaultdict(list)
     for key in head:
         place = where.get(key)
@@ -109,8 +111,14 @@ def find_storms(
     for (shard, leg), keys in sorted(groups.items()):
         if len(keys) < policy.min_configs:
             continue
-        signed = {k: failure_signature(head[k], seen) for k in keys}
-        counts = Counter(s for s in signed.values() if s is not None)
+        alike: dict[tuple[int, ...], list[K]] = defaultdict(list)
+        for k in keys:
+            alike[tuple(map(id, head[k]))].append(k)
+        signed = [(failure_signature(head[same[0]], seen), same) for same in alike.values()]
+        counts: Counter[Signed] = Counter()
+        for sign, same in signed:
+            if sign is not None:
+                counts[sign] += len(same)
         if not counts:
             continue
         (sig, rule), n = counts.most_common(1)[0]
@@ -118,5 +126,7 @@ def find_storms(
             continue
         storm = Storm(shard=shard, leg=leg, signature=sig, configs=n, of=len(keys), infra_rule=rule)
         found.append(storm)
-        of.update((k, storm) for k, s in signed.items() if s == (sig, rule))
+        for sign, same in signed:
+            if sign == (sig, rule):
+                of.update(dict.fromkeys(same, storm))
     return Storms(found, of) if found else NO_STORMS

@@ -157,18 +157,10 @@ def _inputs(
         storms=head.storms,
         order=head.order,
     )
-    # A config caught in an infra storm is INFRA whatever its history: not loaded for it.
-    failing = sorted(
-        {
-            at.pk
-            for at, rs in head.results.items()
-            if at not in head.infra_storm and needs_history(rs)
-        }
-    )
     histories = observations(
         session=session,
         repo_name=repo.name,
-        config_pks=failing,
+        config_pks=head.needs_history,
         window=settings.flaky_window,
         links=links,
         exclude_commit=latest.commit,
@@ -186,7 +178,7 @@ class _Head:
     configs: dict[int, str]  # config keys
     order: list[ConfigLeg]  # `report_order`
     storms: Storms
-    infra_storm: frozenset[ConfigLeg]  # caught in a storm of an infra signature
+    needs_history: list[int]  # the failing configs, but for those caught in an infra storm
 
 
 def _head(session: Session, shards: Sequence[Shard], policy: StormPolicy) -> _Head:
@@ -195,15 +187,19 @@ def _head(session: Session, shards: Sequence[Shard], policy: StormPolicy) -> _He
     configs = config_keys(session=session, ids={at.pk for at in results})
     storms = storms_of(results, shard_of, policy)
     caught = storms.of.get
+    # A config caught in an infra storm is INFRA whatever its history: not loaded for it.
+    failing = {
+        at.pk
+        for at, rs in results.items()
+        if ((s := caught(at)) is None or s.infra_rule is None) and needs_history(rs)
+    }
     return _Head(
         results=results,
         shard_of=shard_of,
         configs=configs,
         order=report_order(results, configs),
         storms=storms,
-        infra_storm=frozenset(
-            at for at in results if (s := caught(at)) is not None and s.infra_rule is not None
-        ),
+        needs_history=sorted(failing),
     )
 
 
