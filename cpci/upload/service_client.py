@@ -16,7 +16,7 @@ import httpx
 from pydantic import BaseModel, ValidationError
 
 from cpci import urls
-from cpci.schema import PullRequestReport, RunEnvelope, UploadReceipt
+from cpci.schema import ConfigDurations, PullRequestReport, RunEnvelope, UploadReceipt
 from cpci.upload.errors import UploadFailed
 from cpci.upload.retry import ONCE, Backoff
 
@@ -67,6 +67,14 @@ class ServiceClient:
                 return None
             raise
         return _read(PullRequestReport, response)
+
+    def durations(
+        self, repository: str, branch: str | None = None, runs: int | None = None
+    ) -> ConfigDurations:
+        """Median seconds per config over the branch's recent trusted runs: what every shard
+        of a CI run balances by (the Action fetches it once per job, before planning)."""
+        response = self._request("GET", urls.api_durations(repository, branch, runs))
+        return _read(ConfigDurations, response)
 
     def _request(
         self,
