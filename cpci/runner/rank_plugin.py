@@ -3,27 +3,32 @@
 Every rank runs the same pytest items with the real pytest protocol (fixtures, skip/xfail marks,
 captured output all behave as usual). Around each config a rank journals begin/end, resets state
 (`cpci.runner.config_state`, then the suite's `pytest_cpci_reset` hooks), then takes part in the
-agreement: an all_reduce(MIN) of "did I pass" on a private gloo group, then a gather of each
-rank's reports to rank 0, which appends the agreed record to the world's outcomes file.
-Test code cannot disturb the agreement: it runs on its own group.
+agreement (`cpci.runner.control_plane`: every rank's reports reach rank 0 through the world's
+store, rank 0 appends the agreed record to the world's outcomes file, then all pass a barrier).
+Test code cannot disturb the agreement: it uses no process group. Before each config the default
+process group is brought back if a test destroyed it (`cpci.runner.default_group`).
 """
 
 from __future__ import annotations
 
 import time
 import traceback
-from typing import Any
 
 import pytest
 
-from cpci.runner.agreement import agreed_record, local_outcome, passed
+from cpci.runner.agreement import local_outcome
 from cpci.runner.config_state import ConfigState
+from cpci.runner.control_plane import ControlPlane
+from cpci.runner.default_group import DefaultGroup
 from cpci.runner.dist import DistContext
 from cpci.runner.journal import JournalWriter
 from cpci.runner.protocol import Begin, End, PlanEntry, RankPayload, WorldPlan
 from cpci.runner.rank_errors import rank_error
 
 DIST_CONTEXT = pytest.StashKey[DistContext]()
+#: The rank's keeper of the default process group: a config that initialises its own default
+#: group calls `config.stash[DEFAULT_GROUP].release()` first; the next config gets it back.
+DEFAULT_GROUP = pytest.StashKey[DefaultGroup]()
 
 
 class RankPlugin:
@@ -34,15 +39,15 @@ class RankPlugin:
         *,
         plan: WorldPlan,
         journal: JournalWriter,
-        agreed_file: JournalWriter | None,
         context: DistContext,
-        control_group: Any,
+        control: ControlPlane,
+        default_group: DefaultGroup,
     ) -> None:
         self._plan = plan.configs
         self._journal = journal
-        self._agreed_file = agreed_file
         self._context = context
-        self._group = control_group
+        self._control = control
+        self.default_group = default_group
         self._items: dict[str, pytest.Item] = {}
         self._reports: list[pytest.TestReport] = []
         self._collect_errors: list[str] = []
@@ -52,6 +57,7 @@ class RankPlugin:
     def pytest_configure(self, config: pytest.Config) -> None:
         self._config = config
         config.stash[DIST_CONTEXT] = self._context
+        config.stash[DEFAULT_GROUP] = self.default_group
         # The parent reports; a rank's own progress dots would only clutter its log. Dropped
         # after option parsing, so that -r and friends from the user's ini are still accepted.
         reporter = config.pluginmanager.get_plugin("terminalreporter")
@@ -84,6 +90,7 @@ class RankPlugin:
     def _run_config(
         self, entry: PlanEntry, item: pytest.Item | None, nextitem: pytest.Item | None
     ) -> None:
+        self.default_group.ensure()  # a test before may have destroyed it
         started = time.time()
         self._journal.write(Begin(index=entry.index, t=started))
         self._reports = []
@@ -162,21 +169,4 @@ class RankPlugin:
         )
 
     def _agree(self, index: int, payload: RankPayload, started: float) -> None:
-        import torch
-        import torch.distributed as dist
-
-        ok = torch.tensor([1 if passed(payload.outcome) else 0], dtype=torch.int32)
-        dist.all_reduce(ok, op=dist.ReduceOp.MIN, group=self._group)
-        rank = self._context.rank
-        gathered: list[Any] | None = [None] * self._context.world_size if rank == 0 else None
-        dist.gather_object(payload, gathered, dst=0, group=self._group)
-        if rank != 0 or self._agreed_file is None:
-            return
-        assert gathered is not None
-        record = agreed_record(
-            index,
-            gathered,
-            all_passed=bool(ok.item()),
-            duration_s=time.time() - started,
-        )
-        self._agreed_file.write(record)
+        self._control.agree(index, payload, started)

@@ -85,7 +85,7 @@ def _payload(rank: int, outcome: LocalOutcome, **metrics: float) -> RankPayload:
 
 def test_the_agreed_record_shows_the_first_rank_with_the_agreed_outcome() -> None:
     ranks = [_payload(0, "passed", err=1.0), _payload(1, "failed", err=3.0), _payload(2, "failed")]
-    record = agreed_record(7, ranks, all_passed=False, duration_s=0.5)
+    record = agreed_record(7, ranks, duration_s=0.5)
     assert (record.index, record.outcome, record.duration_s) == (7, "failed", 0.5)
     assert (record.report_rank, record.reports) == (1, [{"rank": 1}])
     assert [(e.rank, e.message) for e in record.rank_errors] == [(1, "boom on 1"), (2, "boom on 2")]
@@ -93,14 +93,10 @@ def test_the_agreed_record_shows_the_first_rank_with_the_agreed_outcome() -> Non
 
 
 def test_rank_zero_is_shown_when_it_has_the_agreed_outcome() -> None:
-    record = agreed_record(
-        0, [_payload(0, "passed"), _payload(1, "passed")], all_passed=True, duration_s=0
-    )
+    record = agreed_record(0, [_payload(0, "passed"), _payload(1, "passed")], duration_s=0)
     assert (record.outcome, record.report_rank) == ("passed", 0)
 
 
-def test_payloads_that_contradict_the_all_reduce_are_an_invariant_broken() -> None:
-    with pytest.raises(AssertionError, match="disagree"):
-        agreed_record(
-            0, [_payload(0, "passed"), _payload(1, "failed")], all_passed=True, duration_s=0
-        )
+def test_payloads_out_of_rank_order_are_an_invariant_broken() -> None:
+    with pytest.raises(AssertionError, match="rank order"):
+        agreed_record(0, [_payload(1, "passed"), _payload(0, "failed")], duration_s=0)
