@@ -9,12 +9,10 @@ import hashlib
 import hmac
 import json
 import re
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from html.parser import HTMLParser
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -22,9 +20,8 @@ from urllib.parse import quote
 import httpx
 import jwt
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
 from fastapi.testclient import TestClient
+from pydantic import SecretStr
 from sqlalchemy import Engine, func
 from sqlmodel import Session, select
 
@@ -37,57 +34,16 @@ from cpci.server.core.db import create_db_engine
 from cpci.server.core.migrate import upgrade
 from cpci.server.crud.tokens import create_token
 from cpci.server.models import Config, GitHubDelivery, Repository, Result, Run, Shard
-from tests.reliability.conftest import ENGINES, new_database
 from tests.reliability.service import REPO, make_envelope, prepare_database
+from tests.server.databases import ENGINES, fresh_database
+from tests.server.oidc_keys import AUDIENCE, ISSUER, Keys, jwks_server
 
 OTHER = "other/repo"
-ISSUER = "https://token.actions.githubusercontent.com"
-AUDIENCE = "cpci-abuse"
 SECRET = "webhook-secret"
 LIMIT = 64 * 1024
 
 
 # --- the service under attack -----------------------------------------------------------
-
-
-class Keys:
-    def __init__(self) -> None:
-        self.good = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-        self.evil = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-
-    def jwks(self) -> dict[str, Any]:
-        jwk = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(self.good.public_key()))
-        return {"keys": [{**jwk, "kid": "k1", "use": "sig", "alg": "RS256"}]}
-
-    def claims(self, **override: Any) -> dict[str, Any]:
-        now = int(time.time())
-        body = {
-            "iss": ISSUER,
-            "aud": AUDIENCE,
-            "iat": now,
-            "nbf": now,
-            "exp": now + 300,
-            "repository": REPO,
-        }
-        # A push to main, so the token may claim the branch runs the tests upload.
-        body |= {
-            "sub": f"repo:{REPO}:ref:refs/heads/main",
-            "event_name": "push",
-            "ref": "refs/heads/main",
-            "repository_id": "1",
-        }
-        body.update(override)
-        return body
-
-    def token(self, key: Any = None, **claims: Any) -> str:
-        return jwt.encode(
-            self.claims(**claims), key or self.good, algorithm="RS256", headers={"kid": "k1"}
-        )
-
-    def public_pem(self) -> bytes:
-        return self.good.public_key().public_bytes(
-            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-        )
 
 
 @dataclass
@@ -112,24 +68,8 @@ def keys() -> Keys:
 
 @pytest.fixture(scope="module")
 def jwks_url(keys: Keys) -> Iterator[str]:
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body = json.dumps(keys.jwks()).encode()
-            self.send_response(200)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/jwks"
-    server.shutdown()
-    server.server_close()
+    with jwks_server(keys) as url:
+        yield url
 
 
 def make_target(tmp: Path, keys: Keys, jwks_url: str, http: httpx.Client, **settings: Any) -> Any:
@@ -145,7 +85,7 @@ def make_target(tmp: Path, keys: Keys, jwks_url: str, http: httpx.Client, **sett
             oidc_audience=AUDIENCE,
             oidc_issuer=ISSUER,
             oidc_jwks_url=jwks_url,
-            github_webhook_secret=SECRET,
+            github_webhook_secret=SecretStr(SECRET),
             max_upload_bytes=LIMIT,
             **settings,
         ),
@@ -568,7 +508,7 @@ def test_hostile_names_are_escaped_on_every_ui_page(
 def post_to_fresh_service(
     request: pytest.FixtureRequest, directory: Path, engine_kind: str, raw: str
 ) -> Any:
-    url = new_database(engine_kind, request, directory)
+    url = fresh_database(engine_kind, request, directory, migrated=False)
     token = prepare_database(url)
     engine = create_db_engine(url)
     app = create_app(Settings(database_url=url), engine=engine)

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.reliability.conftest import ENGINES, new_database
 from tests.reliability.service import (
     Served,
     check_load,
@@ -21,6 +20,7 @@ from tests.reliability.service import (
     load,
     prepare_database,
 )
+from tests.server.databases import ENGINES, fresh_database
 
 
 @pytest.fixture(scope="module", params=ENGINES)
@@ -29,7 +29,7 @@ def service(
 ) -> Iterator[tuple[Served, str]]:
     """A `cpci serve` process over a fresh database of each engine, and an upload token."""
     directory = tmp_path_factory.mktemp(request.param)
-    url = new_database(request.param, request, directory)
+    url = fresh_database(request.param, request, directory, migrated=False)
     token = prepare_database(url)
     served = Served(url, directory / "serve.log")
     served.start()
@@ -45,10 +45,10 @@ def test_concurrent_uploaders_lose_and_double_nothing(
     stored = count_stored(served.database_url)
     assert check_load(report, stored) == []
     assert stored.runs == 4
-    statuses = [r["status"] for r in report.receipts]
+    statuses = [r.status for r in report.receipts]
     assert statuses.count("duplicate") == len(statuses) - 12 > 0  # the resends stored nothing
-    final = [r for r in report.receipts if r["shards"]["reported"] == 3]
-    assert len({r["ci_run_id"] for r in final}) == 4, "each run ends with all shards reported"
+    final = [r for r in report.receipts if r.shards.reported == 3]
+    assert len({r.ci_run_id for r in final}) == 4, "each run ends with all shards reported"
     assert 0 < report.percentile(95) < 60
 
 

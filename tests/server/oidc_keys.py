@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 import jwt
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from sqlalchemy import Engine
 
@@ -58,8 +59,9 @@ class Keys:
         jwk = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(self.good.public_key()))
         return {"keys": [{**jwk, "kid": "k1", "use": "sig", "alg": "RS256"}]}
 
-    def token(self, key: Any = None, kid: str = "k1", **claims: Any) -> str:
-        """A signed token: a push to main unless `claims` say otherwise (None drops a claim)."""
+    def claims(self, **override: Any) -> dict[str, Any]:
+        """A token's claims, valid for five minutes: a push to main unless `override` says
+        otherwise (None drops a claim)."""
         now = int(time.time())
         body = {
             "iss": ISSUER,
@@ -69,9 +71,19 @@ class Keys:
             "exp": now + 300,
             **PUSH_TO_MAIN,
         }
-        body.update(claims)
-        body = {k: v for k, v in body.items() if v is not None}
+        body.update(override)
+        return {k: v for k, v in body.items() if v is not None}
+
+    def token(self, key: Any = None, kid: str = "k1", **claims: Any) -> str:
+        """A signed token of `claims(**claims)`; `key` (default `good`) signs it."""
+        body = self.claims(**claims)
         return jwt.encode(body, key or self.good, algorithm="RS256", headers={"kid": kid})
+
+    def public_pem(self) -> bytes:
+        """The published key as PEM: what an algorithm-confusion attacker would HMAC with."""
+        return self.good.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
 
 
 @contextmanager
