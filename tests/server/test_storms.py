@@ -98,6 +98,27 @@ def test_an_assertion_storm_has_no_infra_rule() -> None:
     assert storm.infra_rule is None
 
 
+def test_configs_sharing_result_views_are_counted_one_by_one() -> None:
+    """Loaders share one view among identical results, and storms sign each group of configs
+    holding the same views once: the counts, the configs caught and the shards stay as if each
+    config were signed alone."""
+    shared = crashed(1)
+    rerun = [shared[0], ResultView("passed", attempt=2)]
+    head: dict[int, list[ResultView]] = {}
+    for i in range(60):
+        head[i] = list(shared) if i % 3 else crashed(1)  # equal views, shared or not
+    for i in range(60, 70):
+        head[i] = list(rerun)  # passed on a rerun: in no storm
+    where = {i: (0 if i < 70 else 1, "") for i in head}
+    for i in range(70, 80):  # the same shared views on another shard
+        head[i] = list(shared)
+        where[i] = (1, "")
+    found = find_storms(head, where, StormPolicy(share=0.8, min_configs=5))
+    assert [(s.shard, s.configs, s.of) for s in found.found] == [(0, 60, 70), (1, 10, 10)]
+    caught = {k: storm.shard for k in head if (storm := found.of.get(k)) is not None}
+    assert caught == {**dict.fromkeys(range(60), 0), **dict.fromkeys(range(70, 80), 1)}
+
+
 @pytest.mark.parametrize(("share", "count"), [(0.0, 5), (1.5, 5), (0.8, 0)])
 def test_a_bad_storm_policy_is_refused(share: float, count: int) -> None:
     with pytest.raises(ValueError, match="storm"):
@@ -231,3 +252,42 @@ def test_a_storm_without_an_infra_rule_still_fails_the_gate(
     assert f"## ❌ cpci: {CONFIGS} new failure(s)" in comment
     assert "verdicts stand" in comment
     assert check_run_fields(report, None, head_sha=HEAD)["conclusion"] == "failure"
+
+
+def test_a_rerun_clears_a_storm_the_service_has_read(
+    engine: Engine, db_url: str, token: str
+) -> None:
+    """The head is read once per set of head shards and kept: a rerun attempt is a new set, so
+    the report, its sections and the page answer from the new upload, not from the storm."""
+    app = storm_service(engine, db_url)
+    with serve(app) as url, httpx.Client(base_url=url, timeout=60) as client:
+        seed_storm(client, token, "crashed", NCCL)
+        before = PullRequestReport.model_validate(client.get(urls.api_pull_report(REPO, 7)).json())
+        assert before.total("infra") == CONFIGS
+        section = client.get(urls.api_pull_report_section(REPO, 7, "infra", CAP)).json()
+        assert section["total"] == CONFIGS
+        assert "Storm on shard 0" in client.get(urls.pull(REPO, 7)).text
+
+        rerun = [record(f"c{i:03d}", attempt=3) for i in range(CONFIGS)]
+        upload(
+            client,
+            token,
+            envelope(
+                rerun,
+                commit=HEAD,
+                branch="feature",
+                pull_request=7,
+                base_commit=BASE,
+                ci_run_id="200",
+                ci_attempt=2,
+            ),
+        )
+        after = PullRequestReport.model_validate(client.get(urls.api_pull_report(REPO, 7)).json())
+        section = client.get(urls.api_pull_report_section(REPO, 7, "infra", 0)).json()
+        page = client.get(urls.pull(REPO, 7)).text
+    assert after.storms == []
+    assert "infra" not in after.counts.by_verdict
+    assert sum(after.counts.by_verdict.values()) == CONFIGS
+    assert after.counts.results == 3 * CONFIGS  # both attempts: crashed twice, then passed
+    assert section["total"] == 0
+    assert "Storm on shard" not in page
