@@ -26,6 +26,7 @@ from cpci.server.core.db import create_db_engine
 from cpci.server.core.migrate import upgrade
 from cpci.server.crud.tokens import create_token
 from tests.live_server import serve
+from tests.runner.helpers import RANK1_SEGFAULTS
 
 pytest.importorskip("torch")
 
@@ -42,8 +43,9 @@ if os.environ.get("BROKEN") == "1" and os.environ.get("WORLD_SIZE") == "3":
         raise SystemExit("rank 1 cannot start: no such device")
 """
 
-SUITE = """
-import os, signal, sys, time
+SUITE = (
+    """
+import os
 import pytest
 import torch.distributed as dist
 
@@ -63,22 +65,8 @@ def test_b_after_a(cpci_dist):
 
 @pytest.mark.cpci(world_size=2)
 def test_c_segfaults(cpci_dist):
-    if not BROKEN:
-        return
-    pids = [None, None]
-    dist.all_gather_object(pids, os.getpid())
-    if cpci_dist.rank == 1:
-        os.kill(os.getpid(), signal.SIGSEGV)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # rank 0 ends on its own, as NCCL's does
-    while True:
-        try:
-            os.kill(pids[1], 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.01)
-    print("NCCL error: remote process exited or there was a network error", file=sys.stderr)
-    sys.stderr.flush()
-    os._exit(1)
+    if BROKEN:
+        rank1_segfaults_then_rank0_echoes(cpci_dist)
 
 
 @pytest.mark.cpci(world_size=3)
@@ -86,6 +74,8 @@ def test_d_three_ranks(cpci_dist):
     t = dist.get_world_size()
     assert t == 3
 """
+    + RANK1_SEGFAULTS
+)
 
 
 @pytest.fixture

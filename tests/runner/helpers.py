@@ -50,3 +50,28 @@ def run_pytest(
         proc.stderr.splitlines(),
         time.monotonic() - start,
     )
+
+
+#: Suite source (pasted into a written test file): rank 1 segfaults; rank 0, as NCCL's ranks do
+#: after a peer died, waits for it to be gone, logs "remote process exited" and exits 1 itself.
+#: The survivor's message is what must never be taken for the cause.
+RANK1_SEGFAULTS = """
+def rank1_segfaults_then_rank0_echoes(cpci_dist):
+    import os, signal, sys, time
+    import torch.distributed as dist
+
+    pids = [None, None]
+    dist.all_gather_object(pids, os.getpid())
+    if cpci_dist.rank == 1:
+        os.kill(os.getpid(), signal.SIGSEGV)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # rank 0 ends on its own, as NCCL's does
+    while True:
+        try:
+            os.kill(pids[1], 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.01)
+    print("NCCL error: remote process exited or there was a network error", file=sys.stderr)
+    sys.stderr.flush()
+    os._exit(1)
+"""

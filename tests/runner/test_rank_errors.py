@@ -13,7 +13,7 @@ from cpci.runner.rank_errors import (
     world_note,
 )
 from cpci.schema import RankError
-from tests.runner.helpers import by_nodeid, results, run_pytest
+from tests.runner.helpers import RANK1_SEGFAULTS, by_nodeid, results, run_pytest
 
 
 def _error(rank: int, message: str = "boom") -> RankError:
@@ -58,10 +58,10 @@ def test_a_rank_error_takes_its_first_line_and_is_clipped_to_the_schema() -> Non
     assert (named.message, named.detail) == ("rank 0 was killed by SIGSEGV", "the whole log")
 
 
-SUITE = """
-import os, signal, sys, time
+SUITE = (
+    """
+import os, time
 import pytest
-import torch.distributed as dist
 
 def wait_for(path):
     while not os.path.exists(path):
@@ -76,21 +76,10 @@ def test_rank1_fails_then_rank0_echoes(cpci_dist):
 
 @pytest.mark.cpci(world_size=2)
 def test_rank1_segfaults_then_rank0_echoes(cpci_dist):
-    pids = [None, None]
-    dist.all_gather_object(pids, os.getpid())
-    if cpci_dist.rank == 1:
-        os.kill(os.getpid(), signal.SIGSEGV)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # rank 0 ends on its own, as NCCL's does
-    while True:
-        try:
-            os.kill(pids[1], 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.01)
-    print("NCCL error: remote process exited or there was a network error", file=sys.stderr)
-    sys.stderr.flush()
-    os._exit(1)
+    rank1_segfaults_then_rank0_echoes(cpci_dist)
 """
+    + RANK1_SEGFAULTS
+)
 
 CONFTEST = """
 import os
