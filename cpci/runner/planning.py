@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from cpci.runner.protocol import BACKENDS, Backend
+from cpci.runner.testcases import HARNESS_CASE
 from cpci.schema import JSONScalar
 
 MARKER = "cpci"
@@ -49,10 +50,20 @@ class Batch:
 
 
 def spec_for(item: pytest.Item, *, default_timeout: float, backend: Backend) -> ConfigSpec | None:
-    """The config for a marked item, None for an unmarked one; PlanningError if the mark is bad."""
+    """The config for a marked item, None for an unmarked one; PlanningError if the mark is bad.
+
+    With `--cpci-testcases=shared`, an unmarked test of torch's multi-process harnesses is planned
+    as if marked with the world size of its class (`cpci.runner.testcases`).
+    """
     mark = item.get_closest_marker(MARKER)
     if mark is None:
-        return None
+        case = item.stash.get(HARNESS_CASE, None)
+        if case is None:
+            return None
+        if case.error is not None:
+            raise PlanningError(case.error)
+        timeout = {} if case.timeout is None else {"timeout": case.timeout}
+        mark = pytest.mark.cpci(world_size=case.world_size, **timeout).mark
     kwargs: dict[str, Any] = dict(mark.kwargs)
     if mark.args:
         if len(mark.args) > 1 or "world_size" in kwargs:
@@ -65,10 +76,13 @@ def spec_for(item: pytest.Item, *, default_timeout: float, backend: Backend) -> 
             f"it takes {sorted(_MARKER_KEYS)}"
         )
     world_size = kwargs.get("world_size")
+    if isinstance(world_size, str):
+        world_size = _world_size_parameter(item, world_size)
     if not isinstance(world_size, int) or isinstance(world_size, bool) or world_size < 1:
         raise PlanningError(
             f"cpci marker needs world_size=<int >= 1>, got {world_size!r}: "
-            "write @pytest.mark.cpci(world_size=2)"
+            'write @pytest.mark.cpci(world_size=2), or world_size="num_gpus" to take it from '
+            "the test's parameter num_gpus"
         )
     timeout = kwargs.get("timeout", default_timeout)
     if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0:
@@ -86,6 +100,30 @@ def spec_for(item: pytest.Item, *, default_timeout: float, backend: Backend) -> 
         timeout=float(timeout),
         params=_params(item),
     )
+
+
+def _world_size_parameter(item: pytest.Item, name: str) -> int:
+    """The world size a `world_size="name"` mark takes from the config's parameter `name`.
+
+    TransformerEngine-style suites parametrize the GPU count (`num_gpus`); naming the parameter
+    spares them a `pytest.param(n, marks=...)` per case.
+    """
+    callspec = getattr(item, "callspec", None)
+    params: dict[str, Any] = {} if callspec is None else callspec.params
+    if name not in params:
+        have = ", ".join(sorted(params)) or "none"
+        raise PlanningError(
+            f"cpci marker world_size={name!r} names a parameter {item.name} does not have "
+            f"(its parameters: {have}); parametrize it, e.g. "
+            f'@pytest.mark.parametrize("{name}", [2, 4]), or give world_size=<int>'
+        )
+    value = params[name]
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise PlanningError(
+            f"cpci marker world_size={name!r}: parameter {name} of {item.name} is {value!r} "
+            f"({type(value).__name__}), a world size must be an int >= 1"
+        )
+    return value
 
 
 def _params(item: pytest.Item) -> dict[str, JSONScalar]:

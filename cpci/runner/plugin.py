@@ -17,8 +17,12 @@ from cpci.runner.pytest_reports import FLAKY_ATTR
 from cpci.runner.rank_plugin import DIST_CONTEXT, RankPlugin
 from cpci.runner.session import BatchedSession
 from cpci.runner.settings import add_options, resolve
+from cpci.runner.testcase_adapter import TestcaseAdapter, link_factory
+from cpci.runner.testcases import mark_harness_items
 
 SESSION = pytest.StashKey[BatchedSession]()
+#: Harness tests left to their own spawn under --cpci-testcases=shared, with the reason.
+OWN_SPAWN = pytest.StashKey[list[str]]()
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -32,7 +36,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER_HELP)
     if any(isinstance(p, RankPlugin) for p in config.pluginmanager.get_plugins()):
-        return  # inside a rank: the parent already planned everything
+        # Inside a rank: the parent already planned everything; harness tests need their adapter.
+        config.pluginmanager.register(TestcaseAdapter(link_factory(config)), "cpci-testcases")
+        return
     config.stash[SESSION] = BatchedSession(config, resolve(config))
 
 
@@ -43,8 +49,11 @@ def _session(config: pytest.Config) -> BatchedSession | None:
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     session = _session(config)
-    if session is not None:
-        session.plan(items)
+    if session is None:
+        return
+    if session.settings.testcases == "shared":
+        config.stash[OWN_SPAWN] = mark_harness_items(items)
+    session.plan(items)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -56,7 +65,9 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
         return None  # pytest's own loop stops on collection errors; start no world for nothing
     if batched.settings.plan_only:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-        for line in batched.plan_lines():
+        own_spawn = session.config.stash.get(OWN_SPAWN, [])
+        lines = [*batched.plan_lines(), *(f"  own spawn (not in a world): {n}" for n in own_spawn)]
+        for line in lines:
             reporter.write_line(line) if reporter is not None else print(line)
         return True
     batched.start()

@@ -11,12 +11,13 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal, TypeVar, get_args
 
 import pytest
 
 from cpci.runner.durations_source import DurationsSource, parse_source
 from cpci.runner.protocol import Backend
+from cpci.runner.testcases import TESTCASES_SETTINGS, TestcasesSetting
 from cpci.shard_spec import parse_shard
 
 #: What `--cpci-backend` takes: a backend, or `auto` (nccl where CUDA is present, else gloo).
@@ -25,6 +26,8 @@ BACKEND_SETTINGS: tuple[BackendSetting, ...] = get_args(BackendSetting)
 #: Environment only (a post-mortem aid, not a run setting): any non-empty value keeps each
 #: world's directory (plan, journals, rank logs, stacks) under the system temp dir.
 KEEP_WORLDS_ENV = "CPCI_KEEP_WORLDS"
+
+_Choice = TypeVar("_Choice", bound=str)
 
 
 def _int_at_least(minimum: int) -> Callable[[str], int]:
@@ -50,11 +53,14 @@ def _positive_float(text: str) -> float:
     return value
 
 
-def _backend(text: str) -> BackendSetting:
-    for choice in BACKEND_SETTINGS:
-        if text == choice:
-            return choice
-    raise ValueError(f"must be one of {', '.join(BACKEND_SETTINGS)}")
+def _one_of(choices: tuple[_Choice, ...]) -> Callable[[str], _Choice]:
+    def parse(text: str) -> _Choice:
+        for choice in choices:
+            if text == choice:
+                return choice
+        raise ValueError(f"must be one of {', '.join(choices)}")
+
+    return parse
 
 
 @dataclass(frozen=True)
@@ -114,7 +120,7 @@ OPTIONS: tuple[Option, ...] = (
         "backend",
         "--cpci-backend",
         "process-group backend: auto picks nccl where CUDA is present, else gloo",
-        _backend,
+        _one_of(BACKEND_SETTINGS),
         "auto",
         env="CPCI_BACKEND",
         ini="cpci_backend",
@@ -191,6 +197,18 @@ OPTIONS: tuple[Option, ...] = (
         ini="cpci_progress_interval",
         metavar="SECONDS",
     ),
+    Option(
+        "testcases",
+        "--cpci-testcases",
+        "shared: unittest classes of torch's MultiProcessTestCase family (DTensorTestBase, "
+        "distributed_test, MultiProcContinuousTest...) run their tests in cpci's worlds instead "
+        "of spawning a world per test (see docs/porting.md); off: they spawn their own",
+        _one_of(TESTCASES_SETTINGS),
+        "off",
+        env="CPCI_TESTCASES",
+        ini="cpci_testcases",
+        metavar="{off,shared}",
+    ),
 )
 
 
@@ -212,6 +230,7 @@ class RunnerSettings:
     isolate_failures: bool
     plan_only: bool
     keep_worlds: bool = False
+    testcases: TestcasesSetting = "off"
 
 
 def add_options(parser: pytest.Parser) -> None:
