@@ -10,6 +10,7 @@ import pytest
 
 from cpci import urls
 from cpci.schema import RunEnvelope
+from cpci.upload.service_client import ServiceClient
 from tests.upload.support import REPO, LiveService, record, service
 
 __all__ = ["service"]  # the live service fixture, shared with the upload tests
@@ -26,13 +27,8 @@ def uploaded(service: LiveService) -> LiveService:
     body = RunEnvelope(
         repository=REPO, commit="c" * 40, ci_run_id=RUN_ID, pull_request=7, results=[record()]
     )
-    answer = httpx.post(
-        service.url + urls.API_UPLOADS,
-        content=body.model_dump_json(by_alias=True),
-        headers={"Authorization": f"Bearer {service.token}", "Content-Type": "application/json"},
-        timeout=60,
-    )
-    assert answer.status_code == 201, answer.text
+    receipt = ServiceClient(service.url, service.token).upload(body)
+    assert receipt.run_url == urls.run(REPO, RUN_ID)  # the receipt links with the same map
     return service
 
 

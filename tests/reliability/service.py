@@ -36,8 +36,9 @@ from cpci.server.devpg import free_port
 from cpci.server.models import Config, Repository, Result, Run, Shard
 from cpci.upload.send import Backoff, deliver, flush
 from cpci.upload.spool import Binding, Spool
+from tests.server import service_builders
+from tests.server.service_builders import REPO
 
-REPO = "acme/attn"
 START_DEADLINE_S = 60
 
 
@@ -120,33 +121,27 @@ def served(database_url: str, log: Path) -> Iterator[Served]:
 
 
 def make_envelope(run: str, shard: int, shards: int, results: int, **fields: Any) -> RunEnvelope:
-    """One shard of CI run `run`: `results` configs, distinct across the run's shards."""
+    """One shard of CI run `run`: `results` configs, distinct across the run's shards, every
+    seventh failing."""
     records = [
-        {
-            "nodeid": f"tests/test_cp.py::test_attn[{run}-s{shard}-c{i}]",
-            "world_size": 2,
-            "outcome": "failed" if i % 7 == 3 else "passed",
-            "duration_s": 0.01 * (i % 13),
-            "metrics": {"max_abs_err": i * 1e-6},
-            **(
-                {"rank_errors": [{"rank": 1, "phase": "call", "message": f"boom {i}"}]}
-                if i % 7 == 3
-                else {}
-            ),
-        }
+        service_builders.record(
+            f"{run}-s{shard}-c{i}",
+            "failed" if i % 7 == 3 else "passed",
+            duration_s=0.01 * (i % 13),
+            metrics={"max_abs_err": i * 1e-6},
+            message=f"boom {i}" if i % 7 == 3 else None,
+        )
         for i in range(results)
     ]
-    body = {
-        "repository": REPO,
-        "commit": hashlib.sha1(run.encode()).hexdigest(),
-        "branch": "main",
-        "ci_run_id": run,
-        "shard_index": shard,
-        "shard_total": shards,
-        "results": records,
-        "environment": {"torch": "2.4.0", "backend": "gloo"},
+    body = service_builders.envelope(
+        records,
+        commit=hashlib.sha1(run.encode()).hexdigest(),
+        ci_run_id=run,
+        shard_index=shard,
+        shard_total=shards,
+        environment={"torch": "2.4.0", "backend": "gloo"},
         **fields,
-    }
+    )
     return RunEnvelope.model_validate(body)
 
 
