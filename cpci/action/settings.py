@@ -49,6 +49,11 @@ class ActionSettings(BaseModel):
     github_token: str = Field(default="", repr=False)
     python: str = "python3"
     results: str = "cpci-results.jsonl"
+    #: What shards balance by: `service` (fetched before planning, the same for every shard),
+    #: `cache` (this runner's pytest cache), or a durations file.
+    durations: str = Field(default="service", min_length=1)
+    #: The branch whose durations are fetched; empty: the repository's default branch.
+    durations_branch: str = ""
 
     @model_validator(mode="after")
     def _consistent(self) -> ActionSettings:

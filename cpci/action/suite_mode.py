@@ -53,7 +53,9 @@ class SuiteOutcome:
         }
 
 
-def pytest_command(settings: ActionSettings) -> list[str]:
+def pytest_command(settings: ActionSettings, durations: str | None = None) -> list[str]:
+    """pytest's command line for this shard; `durations` is the file every shard of the run
+    balances by (None: the runner's own cache)."""
     junit = f"{settings.results}.junit.xml"
     return [
         sys.executable,
@@ -67,6 +69,7 @@ def pytest_command(settings: ActionSettings) -> list[str]:
         f"--cpci-reruns={settings.reruns}",
         "--cpci-isolate-failures",
         f"--cpci-shard={settings.shard_index}/{settings.shard_total}",
+        *([f"--cpci-durations={durations}"] if durations else []),
         f"--cpci-results={settings.results}",
         f"--junitxml={junit}",
         "-o",
@@ -75,9 +78,12 @@ def pytest_command(settings: ActionSettings) -> list[str]:
     ]
 
 
-def run_suite(settings: ActionSettings, cwd: Path | None = None) -> SuiteOutcome:
+def run_suite(
+    settings: ActionSettings, cwd: Path | None = None, durations: str | None = None
+) -> SuiteOutcome:
     """Run pytest (its output goes straight to the job log) and read what it recorded."""
-    code = subprocess.run(pytest_command(settings), cwd=cwd, check=False).returncode
+    command = pytest_command(settings, durations)
+    code = subprocess.run(command, cwd=cwd, check=False).returncode
     base = cwd or Path.cwd()
     results = base / settings.results
     records = read_results(str(results)) if results.exists() else []

@@ -8,8 +8,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from cpci.action.settings import ActionSettings
     from cpci.action.suite_mode import SuiteOutcome
+    from cpci.schema import ShardPlan
 
 
 def register(sub: Any) -> None:
@@ -34,22 +37,35 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _test_mode(settings: ActionSettings) -> int:
+    from cpci.action.durations_fetch import choose_durations, warning_line
     from cpci.action.suite_mode import failure_annotations, run_suite, summary
     from cpci.action.workflow_commands import write_outputs, write_summary
+    from cpci.schema import plan_path
 
-    outcome = run_suite(settings)
+    durations = choose_durations(settings, os.environ, _read_token(settings), cwd=Path.cwd())
+    if durations.warning:
+        print(warning_line(durations), flush=True)
+    print(f"cpci: shards balance by durations from {durations.source}", flush=True)
+    Path(plan_path(settings.results)).unlink(missing_ok=True)  # an earlier job's, on this runner
+    outcome = run_suite(settings, durations=durations.path)
+    plan = _plan(settings)
     for line in failure_annotations(outcome):
         print(line, flush=True)
     # An empty shard (nothing collected: pytest exit 5, or all deselected) is uploaded too, so the
     # report does not wait for it forever; a broken session (usage, internal error) is not.
     empty_ok = outcome.pytest_exit in (0, 1, 5)
     wanted = bool(settings.server_url) and (bool(outcome.records) or empty_ok)
-    report_url = _upload(settings, outcome) if wanted else ""
+    report_url = _upload(settings, outcome, plan) if wanted else ""
     write_summary(os.environ.get("GITHUB_STEP_SUMMARY"), summary(outcome, settings, report_url))
     counts = outcome.counts()
     write_outputs(
         os.environ.get("GITHUB_OUTPUT"),
-        {**{k: str(v) for k, v in counts.items()}, "report-url": report_url},
+        {
+            **{k: str(v) for k, v in counts.items()},
+            "report-url": report_url,
+            "plan-hash": plan.plan_hash if plan is not None else "",
+            "durations-from": durations.source,
+        },
     )
     if outcome.pytest_exit not in (0, 1):
         return outcome.pytest_exit  # a usage or collection error: never hide it
@@ -58,7 +74,25 @@ def _test_mode(settings: ActionSettings) -> int:
     return 0
 
 
-def _upload(settings: ActionSettings, outcome: SuiteOutcome) -> str:
+def _read_token(settings: ActionSettings) -> Callable[[], str | None]:
+    """The credential reads send: the upload's (a token, or a freshly minted OIDC token)."""
+    source = settings.upload_settings().token_source(os.environ)
+    return lambda: source() if settings.token or settings.auth == "oidc" else None
+
+
+def _plan(settings: ActionSettings) -> ShardPlan | None:
+    """The plan the runner wrote beside the results (None if it wrote none, or a bad one)."""
+    from cpci.upload.errors import UploadError
+    from cpci.upload.plan_file import plan_for
+
+    try:
+        return plan_for([settings.results])
+    except UploadError as exc:
+        print(f"::warning title=cpci plan::{exc}", flush=True)
+        return None
+
+
+def _upload(settings: ActionSettings, outcome: SuiteOutcome, plan: ShardPlan | None) -> str:
     """Upload the shard; a service that is down never fails the shard: the upload is spooled."""
     from cpci.upload.envelope import RunFields, build_envelope
     from cpci.upload.errors import UploadError
@@ -67,7 +101,7 @@ def _upload(settings: ActionSettings, outcome: SuiteOutcome) -> str:
 
     fields = RunFields(shard=f"{settings.shard_index}/{settings.shard_total}", leg=settings.leg)
     try:
-        envelope = build_envelope(fields, outcome.all_records, os.environ)
+        envelope = build_envelope(fields, outcome.all_records, os.environ, plan)
         done = upload_shard(
             settings.upload_settings(), envelope, os.environ, backoff=Backoff(), cwd=Path.cwd()
         )

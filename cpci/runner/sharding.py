@@ -104,6 +104,18 @@ def parse(text: str) -> dict[str, float]:
     return durations
 
 
+def recorded_here(path: Path) -> bool:
+    """Whether the file is the runner's own record (a plain mapping, or none yet), which a run
+    updates when it ends; a service's `cpci.durations/1` answer is left as it was fetched."""
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return True
+    except ValueError:
+        return False
+    return not (isinstance(data, dict) and data.get("schema") == DURATIONS_SCHEMA)
+
+
 def save(path: Path, durations: dict[str, float]) -> None:
     """Write atomically, so a killed run never leaves a half-written file behind."""
     _write_atomically(path, json.dumps(dict(sorted(durations.items())), indent=0))

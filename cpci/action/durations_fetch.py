@@ -1,0 +1,92 @@
+"""The durations this job's shard balances by, fetched from the service before planning.
+
+Every shard job of a CI run must plan from the same durations, or the shards may drop a config
+or run one twice; each job's own pytest cache differs. So before pytest starts, the Action asks
+the service once for the branch's durations (`GET .../durations`), writes the answer beside the
+results file and hands that one file to pytest (`--cpci-durations FILE`). The branch is the
+`durations-branch` input, else the repository's default branch from the event payload, else the
+service's choice. A fetch that fails is a warning: the shard still runs, balanced by this
+runner's cache, and the plan hash it uploads lets the report flag the run if its shards disagree.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from cpci.action.settings import ActionSettings
+from cpci.action.workflow_commands import annotation
+from cpci.upload.errors import UploadError
+from cpci.upload.retry import ONCE
+from cpci.upload.service_client import ServiceClient
+
+#: The fetch happens before planning: a slow service must not hold every shard long.
+FETCH_TIMEOUT_S = 20.0
+#: Where the fetched durations go, next to the results file.
+SUFFIX = ".durations.json"
+
+
+@dataclass(frozen=True)
+class DurationsChoice:
+    """What pytest gets as `--cpci-durations` (None: its own cache) and what the log says."""
+
+    path: str | None
+    source: str
+    warning: str = ""
+
+
+def choose_durations(
+    settings: ActionSettings,
+    environ: Mapping[str, str],
+    token: Callable[[], str | None],
+    *,
+    cwd: Path,
+) -> DurationsChoice:
+    """The durations for this shard, per the `durations` input: `service` fetches them (when
+    there is a service), `cache` keeps pytest's cache, anything else is a file to use."""
+    if settings.durations == "cache":
+        return DurationsChoice(None, "pytest's cache")
+    if settings.durations != "service":
+        return DurationsChoice(settings.durations, settings.durations)
+    if not settings.server_url:
+        return DurationsChoice(None, "pytest's cache (no server-url)")
+    repository = environ.get("GITHUB_REPOSITORY", "")
+    if not repository:
+        warning = "durations not fetched: GITHUB_REPOSITORY is not set; balancing by the cache"
+        return DurationsChoice(None, "pytest's cache", warning)
+    branch = settings.durations_branch or default_branch(environ) or None
+    try:
+        client = ServiceClient(settings.server_url, token(), retry=ONCE, timeout_s=FETCH_TIMEOUT_S)
+        answer = client.durations(repository, branch=branch)
+    except UploadError as exc:
+        warning = (
+            f"durations not fetched ({exc}); this shard balances by the runner's pytest cache, "
+            "so other shards may plan differently (the report flags it if they do)"
+        )
+        return DurationsChoice(None, "pytest's cache", warning)
+    path = cwd / f"{settings.results}{SUFFIX}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(answer.model_dump_json(by_alias=True), encoding="utf-8")
+    where = f"{answer.runs} run(s) of {answer.branch}" if answer.branch else "no runs yet"
+    return DurationsChoice(str(path), f"the service ({len(answer.durations)} config(s), {where})")
+
+
+def warning_line(choice: DurationsChoice) -> str:
+    """The job log's `::warning` for a fetch that failed; empty when none did."""
+    return annotation("warning", choice.warning, title="cpci durations") if choice.warning else ""
+
+
+def default_branch(environ: Mapping[str, str]) -> str:
+    """The repository's default branch, as the triggering event's payload names it."""
+    path = environ.get("GITHUB_EVENT_PATH")
+    if not path:
+        return ""
+    try:
+        payload = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return ""
+    repository = payload.get("repository") if isinstance(payload, dict) else None
+    branch = repository.get("default_branch") if isinstance(repository, dict) else None
+    return branch if isinstance(branch, str) else ""
