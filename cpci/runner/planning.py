@@ -1,7 +1,8 @@
-"""Turning collected pytest items into configs and batches, without running any test body.
+"""Turning collected pytest items into configs and groups, without running any test body.
 
 A config is a test item marked `@pytest.mark.cpci(world_size=N)`. Configs are grouped by world
-size and backend (in collection order) and chunked into batches; each batch runs in one world.
+size and backend, in collection order; each group is a queue that long-lived worlds of that size
+take configs from (`cpci.runner.scheduler`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from cpci.schema import JSONScalar
 MARKER = "cpci"
 MARKER_HELP = (
     "cpci(world_size=N, timeout=SECONDS, backend=NAME): run this test on every rank of an "
-    "N-process torch.distributed world, batched with other configs of the same world size"
+    "N-process torch.distributed world, sharing worlds with other configs of its world size"
 )
 _MARKER_KEYS = {"world_size", "timeout", "backend"}
 
@@ -40,8 +41,11 @@ class ConfigSpec:
 
 
 @dataclass(frozen=True)
-class Batch:
-    """Configs that share one world: same world size, same backend."""
+class Group:
+    """Configs that may share a world: same world size, same backend, in collection order.
+
+    A config's position in `configs` is its plan index.
+    """
 
     index: int
     world_size: int
@@ -137,14 +141,12 @@ def _params(item: pytest.Item) -> dict[str, JSONScalar]:
     return out
 
 
-def make_batches(specs: list[ConfigSpec], batch_size: int) -> list[Batch]:
-    """Group by (world size, backend) in first-seen order, then chunk each group."""
-    groups: dict[tuple[int, Backend], list[ConfigSpec]] = {}
+def make_groups(specs: list[ConfigSpec]) -> list[Group]:
+    """Group by (world size, backend), groups and their configs in first-seen order."""
+    members: dict[tuple[int, Backend], list[ConfigSpec]] = {}
     for spec in specs:
-        groups.setdefault((spec.world_size, spec.backend), []).append(spec)
-    batches: list[Batch] = []
-    for (world_size, backend), members in groups.items():
-        for start in range(0, len(members), batch_size):
-            chunk = tuple(members[start : start + batch_size])
-            batches.append(Batch(len(batches), world_size, backend, chunk))
-    return batches
+        members.setdefault((spec.world_size, spec.backend), []).append(spec)
+    return [
+        Group(index, world_size, backend, tuple(configs))
+        for index, ((world_size, backend), configs) in enumerate(members.items())
+    ]

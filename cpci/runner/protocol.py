@@ -4,13 +4,17 @@ Everything crosses the process boundary through files in the world directory (ne
 which libraries scribble on) or the ranks' private gloo group, and every message is one of the
 typed records below, named once:
 
-- `WorldPlan` (parent -> ranks, `plan.json`): the configs to run, each a `PlanEntry`;
+- `WorldPlan` (parent -> ranks, `plan.json`): how the world runs (backend, pytest arguments, what
+  to collect), written before launch;
+- `FeedMessage` (parent -> ranks, `feed.jsonl`): the configs to run, each a `PlanEntry`, appended
+  while the world runs, then a `Close`; every rank reads the same file, so all run the same order;
 - `JournalEvent` (each rank -> parent, `rank-N.journal`): hello, ready, begin, end, done;
 - `RankPayload` (each rank -> rank 0, gathered on the control group): one rank's view of a config;
 - `AgreedRecord` (rank 0 -> parent, `outcomes.jsonl`): the config's outcome as its ranks agreed.
 
-A config's *plan index* (`index`) is its position in its batch; every record names it so, and
-the parent maps it back to the config's `ConfigSpec`.
+A config's *plan index* (`index`) is its position in its group (the configs of one world size and
+backend, `cpci.runner.planning.Group`); every record names it so, and the parent maps it back to
+the config's `ConfigSpec`.
 """
 
 from __future__ import annotations
@@ -38,22 +42,39 @@ class _Message(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class PlanEntry(_Message):
-    """One config a world is to run."""
-
-    index: int = Field(ge=0, description="plan index: the config's position in its batch")
-    nodeid: str
-
-
 class WorldPlan(_Message):
-    """What every rank of one world reads at start-up."""
+    """What every rank of one world reads at start-up; its configs come through the feed."""
 
     backend: Backend
     invocation_dir: str
     pytest_args: list[str]
     pg_timeout_s: float = Field(gt=0, description="the process group's own timeout (a backstop)")
-    collect: list[str] = Field(description="what the ranks' pytest collects")
-    configs: list[PlanEntry]
+    collect: list[str] = Field(
+        description="what the ranks' pytest collects: enough for any config the feed may bring"
+    )
+
+
+class PlanEntry(_Message):
+    """One config the world is to run next (a line of the feed)."""
+
+    kind: Literal["config"] = "config"
+    index: int = Field(ge=0, description="plan index: the config's position in its group")
+    nodeid: str
+
+
+class Close(_Message):
+    """The last line of a feed: no config follows, the ranks finish and leave."""
+
+    kind: Literal["close"] = "close"
+
+
+FeedMessage = Annotated[PlanEntry | Close, Field(discriminator="kind")]
+_FEED_MESSAGE: TypeAdapter[PlanEntry | Close] = TypeAdapter(FeedMessage)
+
+
+def parse_feed_message(line: bytes) -> PlanEntry | Close:
+    """One line of a world's feed as its typed message."""
+    return _FEED_MESSAGE.validate_json(line)
 
 
 class Hello(_Message):

@@ -1,4 +1,4 @@
-"""The pytest plugin inside each rank: runs the world's configs in plan order, one at a time.
+"""The pytest plugin inside each rank: runs the configs of the world's feed, one at a time.
 
 Every rank runs the same pytest items with the real pytest protocol (fixtures, skip/xfail marks,
 captured output all behave as usual). Around each config a rank journals begin/end, resets state
@@ -21,6 +21,7 @@ from cpci.runner.config_state import ConfigState
 from cpci.runner.control_plane import ControlPlane
 from cpci.runner.default_group import DefaultGroup
 from cpci.runner.dist import DistContext
+from cpci.runner.feed import FeedReader
 from cpci.runner.journal import JournalWriter
 from cpci.runner.protocol import Begin, End, PlanEntry, RankPayload, WorldPlan
 from cpci.runner.rank_errors import rank_error
@@ -38,12 +39,14 @@ class RankPlugin:
         self,
         *,
         plan: WorldPlan,
+        feed: FeedReader,
         journal: JournalWriter,
         context: DistContext,
         control: ControlPlane,
         default_group: DefaultGroup,
     ) -> None:
-        self._plan = plan.configs
+        self._plan = plan
+        self._feed = feed
         self._journal = journal
         self._context = context
         self._control = control
@@ -70,20 +73,19 @@ class RankPlugin:
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        # Any config of the world's group may be fed: keep every item, run what the feed says.
         self._items = {item.nodeid: item for item in items}
-        wanted = [entry.nodeid for entry in self._plan]
-        items[:] = [self._items[n] for n in wanted if n in self._items]
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self._reports.append(report)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> bool:
-        for position, entry in enumerate(self._plan):
-            following = self._plan[position + 1 :]
-            nextitem = next(
-                (self._items[e.nodeid] for e in following if e.nodeid in self._items), None
-            )
+        # The feed gives each entry with the one after it, so fixture teardown between configs
+        # is pytest's own (`nextitem`); a feed's last entry tears everything down.
+        while (step := self._feed.next()) is not None:
+            entry, following = step
+            nextitem = None if following is None else self._items.get(following.nodeid)
             self._run_config(entry, self._items.get(entry.nodeid), nextitem)
         return True
 

@@ -1,27 +1,37 @@
-"""Running batches: worlds in parallel on disjoint devices, respawns, and never-ran configs.
+"""Running configs: a pool of long-lived worlds fed from one queue per group, and reruns.
 
-A batch runs in one world. When that world dies or hangs, the config in flight is reported
-(crashed or timeout: it ran) and the rest of the batch goes on in ONE fresh world, up to
-`max_respawns` times. Configs that never began are `not_run`, with the reason: their world failed
-to start, their batch gave up after its respawns, or the scheduler itself failed. A config that
-failed is then rerun or isolated as `cpci.runner.attempts` says.
+Each group (the configs of one world size and backend, `cpci.runner.planning.Group`) is a queue.
+Worker threads (`--cpci-workers`) each start a world for a group that has configs queued and feed
+it from that queue until the queue is empty or the world has taken `cap` configs
+(`--cpci-batch-size`; None: no cap), then close it. Several workers may feed worlds of the same
+group, so a slow config holds up only its own world: the others take the rest of the queue.
+
+When a world dies or hangs, the config in flight is reported (crashed or timeout: it ran) and the
+configs it had been fed but not begun go back to the front of their queue, for the next world of
+that group to take; a fresh world takes its place. A crash with a culprit is progress (a config was
+used up), so only worlds that end without running or being blamed for any config (start-up
+failures, deaths between configs) count against `max_respawns`, and only in a row: after more than
+`max_respawns` such worlds the group gives up and its queued configs are `not_run` with the reason.
+
+A config that failed is then rerun or isolated as `cpci.runner.attempts` says, each attempt in a
+fresh world of its own with a fixed list of configs; reruns are taken once no queue has configs.
 """
 
 from __future__ import annotations
 
-import queue
 import threading
-from collections.abc import Callable
-from dataclasses import replace
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
 
 from cpci.runner.attempts import Attempt, settle
 from cpci.runner.delivery import Delivery, Where, of_agreed, of_ended_world, of_not_run
-from cpci.runner.planning import Batch, ConfigSpec
+from cpci.runner.planning import ConfigSpec, Group
 from cpci.runner.progress import RunStats
 from cpci.runner.protocol import AgreedRecord
 from cpci.runner.rerun_policy import RerunPolicy
 from cpci.runner.slots import Slots
-from cpci.runner.world import World, WorldFailure, WorldLaunch, WorldResult
+from cpci.runner.world import Take, World, WorldFailure, WorldLaunch, WorldResult
 from cpci.schema import BatchInfo
 
 __all__ = ["Deliver", "Scheduler"]
@@ -29,34 +39,60 @@ __all__ = ["Deliver", "Scheduler"]
 Deliver = Callable[[Delivery], None]
 
 
+@dataclass
+class _Queue:
+    """One group's configs not yet taken by a world, and how its worlds have fared."""
+
+    group: Group
+    queued: deque[int]  # plan indices, front first
+    worlds: int = 0  # worlds started for the group (their numbers in `BatchInfo.world`)
+    fruitless: int = 0  # worlds in a row that ended without using up a config
+    live: int = 0  # its pool worlds running now
+
+
+@dataclass(frozen=True)
+class _Rerun:
+    group: Group
+    first: Attempt
+
+
+@dataclass
+class _Fed:
+    """What one pool world took from its queue (for the cap, and for a scheduler error)."""
+
+    taken: list[int] = field(default_factory=list)
+
+
 class Scheduler:
-    """Runs every batch on background threads and hands each record to `deliver`."""
+    """Runs every group's configs on background threads and hands each record to `deliver`."""
 
     def __init__(
         self,
-        batches: list[Batch],
+        groups: list[Group],
         *,
         launch: WorldLaunch,
         slots: Slots,
         workers: int,
+        cap: int | None,
         max_respawns: int,
         policy: RerunPolicy,
         deliver: Deliver,
         stats: RunStats,
     ) -> None:
-        self._queue: queue.Queue[Batch] = queue.Queue()
-        for batch in batches:
-            self._queue.put(batch)
+        self._queues = [_Queue(g, deque(range(len(g.configs)))) for g in groups if g.configs]
+        self._reruns: deque[_Rerun] = deque()
         self._launch = launch
         self._slots = slots
         self._workers = workers
+        self._cap = cap
         self._max_respawns = max_respawns
         self._policy = policy
         self._deliver = deliver
         self.stats = stats
         self._threads: list[threading.Thread] = []
         self._live: set[World] = set()
-        self._lock = threading.Lock()
+        self._busy = 0  # jobs running: their worlds may yet give back configs or ask for reruns
+        self._lock = threading.Condition()
         self._stopping = threading.Event()
         self._reported: set[str] = set()  # node ids whose final record went out
         self._last: dict[str, Delivery] = {}  # node id -> its latest record sent
@@ -73,145 +109,186 @@ class Scheduler:
         self._stopping.set()
         with self._lock:
             live = list(self._live)
+            self._lock.notify_all()
         for world in live:
             world.kill()
         for thread in self._threads:
             thread.join(timeout=30)
 
+    # -- the workers' loop ---------------------------------------------------------------------
     def _work(self) -> None:
-        while not self._stopping.is_set():
+        while (job := self._next_job()) is not None:
             try:
-                batch = self._queue.get_nowait()
-            except queue.Empty:
-                return
-            try:
-                self._run_batch(batch)
-            except Exception as exc:  # never leave pytest waiting for a result that cannot come
-                self._give_up(batch, f"cpci scheduler error: {exc!r}")
+                if isinstance(job, _Queue):
+                    self._run_pool_world(job)
+                else:
+                    self._rerun(job.group, job.first)
+            finally:
+                with self._lock:
+                    self._busy -= 1
+                    self._lock.notify_all()
 
-    def _run_batch(self, batch: Batch) -> None:
-        firsts = self._run_in_worlds(
-            batch, list(batch.configs), attempt=1, respawns=self._max_respawns
-        )
-        for ran in firsts.values():  # the rest were reported the moment they ended
-            if self._policy.wants_rerun(ran.delivery.record, ran.shared):
-                self._rerun(batch, ran)
+    def _next_job(self) -> _Queue | _Rerun | None:
+        """A queue to start a world for (the one with fewest live worlds first), else a rerun;
+        waits while running jobs may still produce work; None when all is done."""
+        with self._lock:
+            while not self._stopping.is_set():
+                waiting = [q for q in self._queues if q.queued]
+                job: _Queue | _Rerun
+                if waiting:
+                    job = queue = min(waiting, key=lambda q: q.live)
+                    queue.live += 1
+                elif self._reruns:
+                    job = self._reruns.popleft()
+                elif self._busy:
+                    self._lock.wait()
+                    continue
+                else:
+                    return None
+                self._busy += 1
+                return job
+            return None
 
-    def _settled(self, ran: Attempt, log: bool) -> Attempt:
-        """Report a first-pass result at once: final, unless it is to be rerun."""
-        if log:
-            final = not self._policy.wants_rerun(ran.delivery.record, ran.shared)
-            self._send(replace(ran.delivery, final=final))
-        return ran
+    # -- pool worlds ---------------------------------------------------------------------------
+    def _run_pool_world(self, queue: _Queue) -> None:
+        fed = _Fed()
+        try:
+            self._feed_one_world(queue, fed)
+        except Exception as exc:  # never leave pytest waiting for a result that cannot come
+            with self._lock:
+                stranded = [*fed.taken, *queue.queued]
+                queue.queued.clear()
+            self._give_up(queue.group, stranded, f"cpci scheduler error: {exc!r}")
+        finally:
+            with self._lock:
+                queue.live -= 1
 
-    def _run_in_worlds(
-        self,
-        batch: Batch,
-        specs: list[ConfigSpec],
-        *,
-        attempt: int,
-        respawns: int,
-        log: bool = True,
-    ) -> dict[str, Attempt]:
-        """Run `specs` in order, in as few fresh worlds as crashes and hangs allow."""
-        attempts: dict[str, Attempt] = {}
-        remaining = list(specs)
-        world_no = 0
-        while remaining and not self._stopping.is_set():
-            configs = {batch.configs.index(s): s for s in remaining}
-            order = list(configs.values())
-            result = self._run_world(batch, configs, world_no, attempt, order, attempts, log)
-            remaining = [s for s in remaining if s.nodeid not in attempts]
-            failure = result.failure
-            why: tuple[str, str] | None = None  # (message, detail) for the configs never begun
-            if failure is None:
-                why = ("the world ended before running this config", "")
-            elif failure.culprit is None and not result.finished:
-                detail = "\n".join(e.detail or e.message for e in failure.errors)
-                why = (f"world start-up failed: {failure.reason}", detail)
-            else:
-                if failure.culprit is not None:
-                    spec = configs[failure.culprit]
-                    attempts[spec.nodeid] = self._ended_world(
-                        batch, spec, world_no, attempt, order, failure, log
-                    )
-                    remaining.remove(spec)
-                if world_no >= respawns:
-                    plural = "" if respawns == 1 else "s"
-                    why = (
-                        f"batch gave up after {respawns} respawn{plural}",
-                        f"its last world ended: {failure.reason}",
-                    )
-            if why is not None:
-                for spec in remaining:
-                    attempts[spec.nodeid] = self._not_run(batch, spec, world_no, attempt, *why, log)
-                break
-            world_no += 1
+    def _feed_one_world(self, queue: _Queue, fed: _Fed) -> None:
+        group = queue.group
+        env, release = self._slots.acquire(group.world_size)
+        try:
+            with self._lock:  # the slot may have taken a while: is there still work?
+                if not queue.queued or self._stopping.is_set():
+                    return
+                first = queue.queued.popleft()  # taken now, so no world starts for nothing
+                fed.taken.append(first)
+                world_no = queue.worlds
+                queue.worlds += 1
+
+            head = [first]
+
+            def take() -> int | None:
+                if head:
+                    return head.pop()
+                with self._lock:
+                    full = self._cap is not None and len(fed.taken) >= self._cap
+                    if full or not queue.queued or self._stopping.is_set():
+                        return None
+                    index = queue.queued.popleft()
+                    fed.taken.append(index)
+                    return index
+
+            world = self._new_world(group, env, take)
+            result, _ = self._watch(world, group, world_no, attempt=1, log=True)
+        finally:
+            release()
+        self._after_pool_world(queue, world, world_no, result)
+
+    def _after_pool_world(
+        self, queue: _Queue, world: World, world_no: int, result: WorldResult
+    ) -> None:
+        group = queue.group
+        failure = result.failure
+        with self._lock:
+            queue.queued.extendleft(reversed(result.unfinished()))  # in their order, at the front
+            queue.fruitless = 0 if result.progressed else queue.fruitless + 1
+            give_up = failure is not None and queue.fruitless > self._max_respawns
+            stranded = list(queue.queued) if give_up else []
+            if give_up:
+                queue.queued.clear()
+            self._lock.notify_all()
+        if failure is None:
+            return
+        if failure.culprit is not None:
+            self._ended_world(group, world, world_no, 1, failure.culprit, failure)
+        if give_up:
+            why = _give_up_reason(queue.fruitless, self._max_respawns, failure, result)
+            for index in stranded:
+                self._not_run(group, group.configs[index], world_no, 1, *why, log=True)
+        elif queue.queued:
             with self.stats.lock:
-                self.stats.respawns += 1
-        return attempts
+                self.stats.respawns += 1  # a fresh world takes the rest of the queue
 
-    def _run_world(
-        self,
-        batch: Batch,
-        configs: dict[int, ConfigSpec],
-        world_no: int,
-        attempt: int,
-        order: list[ConfigSpec],
-        attempts: dict[str, Attempt],
-        log: bool,
-    ) -> WorldResult:
-        env, release = self._slots.acquire(batch.world_size)
+    # -- one world, however it is fed -----------------------------------------------------------
+    def _new_world(self, group: Group, env: dict[str, str], take: Take) -> World:
         with self._lock:
             self._names += 1
-            name = f"world-{self._names:04d}-b{batch.index}"
+            name = f"world-{self._names:04d}-g{group.index}"
             launch = replace(self._launch, env={**self._launch.env, **env})
-            world = World(launch, name, batch, configs)
+            world = World(launch, name, group, take)
             self._live.add(world)
-        if self._stopping.is_set():
-            release()
-            return WorldResult(None, 0.0, set(), None)
+        return world
+
+    def _watch(
+        self, world: World, group: Group, world_no: int, *, attempt: int, log: bool
+    ) -> tuple[WorldResult, dict[str, Attempt]]:
+        """Run `world`, settling each config as its ranks agree on it; its agreed attempts."""
+        attempts: dict[str, Attempt] = {}
 
         def on_outcome(spec: ConfigSpec, agreed: AgreedRecord) -> None:
-            where = _where(batch, world_no, attempt, world.started_s)
-            attempts[spec.nodeid] = self._settled(
-                _attempt(of_agreed(spec, agreed, where), order), log
-            )
+            where = _where(group, world_no, attempt, world.started_s)
+            index = group.configs.index(spec)
+            ran = _attempt(of_agreed(spec, agreed, where), world, index)
+            attempts[spec.nodeid] = self._settled(group, ran, log)
             with self.stats.lock:
                 self.stats.test_s += agreed.duration_s
 
         try:
+            if self._stopping.is_set():
+                return WorldResult(None, 0.0, set(), None), attempts
             result = world.run(on_outcome)
         finally:
-            release()
             with self._lock:
                 self._live.discard(world)
         with self.stats.lock:
             self.stats.worlds += 1
             self.stats.init_s += result.started_s or 0.0
-        return result
+        return result, attempts
+
+    def _settled(self, group: Group, ran: Attempt, log: bool) -> Attempt:
+        """Report a first-pass result at once: final, unless it is to be rerun."""
+        if log:
+            rerun = self._policy.wants_rerun(ran.delivery.record, ran.shared)
+            self._send(replace(ran.delivery, final=not rerun))
+            if rerun:
+                with self._lock:
+                    self._reruns.append(_Rerun(group, ran))
+                    self._lock.notify_all()
+        return ran
 
     def _ended_world(
         self,
-        batch: Batch,
-        spec: ConfigSpec,
+        group: Group,
+        world: World,
         world_no: int,
         attempt: int,
-        order: list[ConfigSpec],
+        culprit: int,
         failure: WorldFailure,
-        log: bool,
+        log: bool = True,
     ) -> Attempt:
         """The config in flight when its world crashed or hung: it ran, and it is to blame."""
+        spec = group.configs[culprit]
         if log:
             with self.stats.lock:
                 kind = self.stats.crashed if failure.kind == "crashed" else self.stats.timed_out
                 kind.append(spec.nodeid)
-        ended = of_ended_world(spec, failure, _where(batch, world_no, attempt))
-        return self._settled(_attempt(ended, order), log)
+        where = _where(group, world_no, attempt, world.started_s)
+        ended = of_ended_world(spec, failure, where)
+        return self._settled(group, _attempt(ended, world, culprit), log)
 
     def _not_run(
         self,
-        batch: Batch,
+        group: Group,
         spec: ConfigSpec,
         world_no: int,
         attempt: int,
@@ -220,12 +297,13 @@ class Scheduler:
         log: bool,
     ) -> Attempt:
         """A config that never began: red, but no evidence about its code."""
-        never = of_not_run(spec, why, detail, _where(batch, world_no, attempt))
-        return self._settled(Attempt(never, [], shared=False), log)
+        never = of_not_run(spec, why, detail, _where(group, world_no, attempt))
+        return self._settled(group, Attempt(never, [], shared=False), log)
 
-    def _give_up(self, batch: Batch, why: str) -> None:
-        """After a scheduler error: settle every config of the batch not yet reported."""
-        for spec in batch.configs:
+    def _give_up(self, group: Group, indices: list[int], why: str) -> None:
+        """After a scheduler error: settle each of these configs not yet reported."""
+        for index in indices:
+            spec = group.configs[index]
             with self._lock:
                 if spec.nodeid in self._reported:
                     continue
@@ -233,7 +311,7 @@ class Scheduler:
             if last is not None:  # it ran; its reruns did not finish, its last attempt stands
                 self._send(replace(last, final=True, recorded=True, note=f"reruns stopped: {why}"))
             else:
-                self._not_run(batch, spec, 0, 1, why, "", log=True)  # alone: final at once
+                self._not_run(group, spec, 0, 1, why, "", log=True)  # alone: final at once
 
     def _send(self, sent: Delivery) -> None:
         with self._lock:
@@ -242,15 +320,18 @@ class Scheduler:
                 self._reported.add(sent.spec.nodeid)
         self._deliver(sent)
 
-    def _rerun(self, batch: Batch, first: Attempt) -> None:
+    # -- reruns --------------------------------------------------------------------------------
+    def _rerun(self, group: Group, first: Attempt) -> None:
         spec = first.delivery.spec
 
         def run(specs: list[ConfigSpec], attempt: int) -> Delivery | None:
-            ran = self._run_in_worlds(batch, specs, attempt=attempt, respawns=0, log=False)
-            got = ran.get(spec.nodeid)
-            return None if got is None else got.delivery
+            return self._run_alone(group, specs, attempt).get(spec.nodeid)
 
-        final = settle(first, self._policy, run, self._send)
+        try:
+            final = settle(first, self._policy, run, self._send)
+        except Exception as exc:  # never leave pytest waiting for a result that cannot come
+            self._give_up(group, [group.configs.index(spec)], f"cpci scheduler error: {exc!r}")
+            return
         record = final.record
         with self.stats.lock:
             if record.isolation == "order-dependent":
@@ -259,11 +340,73 @@ class Scheduler:
                 self.stats.flaky.append(spec.nodeid)
         self._send(final)
 
+    def _run_alone(
+        self, group: Group, specs: list[ConfigSpec], attempt: int
+    ) -> dict[str, Delivery]:
+        """Run exactly `specs`, in order, in one fresh world (a rerun or an isolation replay).
 
-def _attempt(ran: Delivery, order: list[ConfigSpec]) -> Attempt:
-    return Attempt(ran, order[: order.index(ran.spec)], shared=len(order) > 1)
+        Nothing is sent: the caller decides what each attempt means. A config the world never
+        began is `not_run`, with why; none at all when the session is ending.
+        """
+        order: Iterator[int] = iter([group.configs.index(s) for s in specs])
+        queue = next(q for q in self._queues if q.group is group)
+        env, release = self._slots.acquire(group.world_size)
+        try:
+            with self._lock:
+                world_no = queue.worlds
+                queue.worlds += 1
+            world = self._new_world(group, env, lambda: next(order, None))
+            result, agreed = self._watch(world, group, world_no, attempt=attempt, log=False)
+        finally:
+            release()
+        ran = {nodeid: a.delivery for nodeid, a in agreed.items()}
+        failure = result.failure
+        if self._stopping.is_set() and failure is not None:
+            return ran
+        if failure is not None and failure.culprit is not None:
+            ended = self._ended_world(
+                group, world, world_no, attempt, failure.culprit, failure, log=False
+            )
+            ran[ended.delivery.spec.nodeid] = ended.delivery
+        for spec in specs:
+            if spec.nodeid not in ran:
+                why = _alone_reason(failure)
+                ran[spec.nodeid] = self._not_run(
+                    group, spec, world_no, attempt, *why, log=False
+                ).delivery
+        return ran
 
 
-def _where(batch: Batch, world_no: int, attempt: int, start_s: float | None = None) -> Where:
-    info = BatchInfo(index=batch.index, world=world_no, size=len(batch.configs), start_s=start_s)
-    return Where(attempt=attempt, backend=batch.backend, batch=info)
+def _attempt(ran: Delivery, world: World, index: int) -> Attempt:
+    """An attempt and the configs its world ran before it; shared if its world was fed others."""
+    before = world.fed[: world.fed.index(index)]
+    return Attempt(ran, [world.configs[i] for i in before], shared=len(world.fed) > 1)
+
+
+def _where(group: Group, world_no: int, attempt: int, start_s: float | None = None) -> Where:
+    info = BatchInfo(index=group.index, world=world_no, size=len(group.configs), start_s=start_s)
+    return Where(attempt=attempt, backend=group.backend, batch=info)
+
+
+def _give_up_reason(
+    fruitless: int, max_respawns: int, failure: WorldFailure, result: WorldResult
+) -> tuple[str, str]:
+    """(message, detail) for the configs left when a group gives up."""
+    if result.started_s is None and failure.culprit is None:
+        last = f"world start-up failed: {failure.reason}"
+    else:
+        last = f"its last world ended: {failure.reason}"
+    worlds = "world" if fruitless == 1 else f"{fruitless} worlds in a row"
+    message = (
+        f"{last} ({worlds} ended without running a config; "
+        f"--cpci-max-respawns {max_respawns}: the group gave up)"
+    )
+    detail = "\n".join(e.detail or e.message for e in failure.errors)
+    return message, detail
+
+
+def _alone_reason(failure: WorldFailure | None) -> tuple[str, str]:
+    if failure is None:
+        return "the world ended before running this config", ""
+    detail = "\n".join(e.detail or e.message for e in failure.errors)
+    return f"its world ended before running it: {failure.reason}", detail

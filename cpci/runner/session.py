@@ -17,10 +17,10 @@ from cpci.runner.agreement import local_outcome
 from cpci.runner.delivery import Delivery, skipped_record
 from cpci.runner.planning import (
     MARKER,
-    Batch,
     ConfigSpec,
+    Group,
     PlanningError,
-    make_batches,
+    make_groups,
     spec_for,
 )
 from cpci.runner.progress import RunStats
@@ -47,7 +47,7 @@ class BatchedSession:
         self.specs: dict[str, ConfigSpec] = {}
         self.plan_errors: dict[str, str] = {}
         self.skipped: dict[str, tuple[ConfigSpec, str]] = {}  # node id -> (spec, skip reason)
-        self.batches: list[Batch] = []
+        self.groups: list[Group] = []
         self.durations_from = "pytest's cache"
         self.durations = self._load_durations()
         self.shard_plan: ShardPlan | None = None
@@ -62,7 +62,7 @@ class BatchedSession:
 
     # -- collection ----------------------------------------------------------------------------
     def plan(self, items: list[pytest.Item]) -> None:
-        """Shard, then turn marked items into configs and batches; nothing runs here."""
+        """Shard, then turn marked items into configs and groups; nothing runs here."""
         self._record_shard_plan([i.nodeid for i in items])
         if self.settings.shard is not None:
             index, total = self.settings.shard
@@ -104,8 +104,8 @@ class BatchedSession:
             else:
                 self.specs[item.nodeid] = spec
                 configs.append(item)
-        self.batches = make_batches(list(self.specs.values()), self.settings.batch_size)
-        order = {c.nodeid: n for n, c in enumerate(c for b in self.batches for c in b.configs)}
+        self.groups = make_groups(list(self.specs.values()))
+        order = {c.nodeid: n for n, c in enumerate(c for g in self.groups for c in g.configs)}
         configs.sort(key=lambda i: order.get(i.nodeid, -1))
         items[:] = plain + configs
         self.stats.total = len(self.specs)
@@ -119,16 +119,21 @@ class BatchedSession:
         shard = (
             "" if self.settings.shard is None else " in shard {}/{}".format(*self.settings.shard)
         )
+        cap = self.settings.batch_size
         lines = [
-            f"cpci plan{shard}: {len(self.specs)} config(s) in {len(self.batches)} world(s) "
-            f"(batch size {self.settings.batch_size}, {self.settings.workers} at once)"
+            f"cpci plan{shard}: {len(self.specs)} config(s) in {len(self.groups)} group(s) by "
+            f"world size and backend, each a queue for up to {self.settings.workers} world(s) "
+            "at once ("
+            + ("no cap on configs per world" if cap is None else f"at most {cap} per world")
+            + ")"
         ]
-        for batch in self.batches:
+        for group in self.groups:
+            worlds = "" if cap is None else f" (at least {-(-len(group.configs) // cap)} worlds)"
             lines.append(
-                f"  batch {batch.index}: world_size={batch.world_size} backend={batch.backend} "
-                f"configs={len(batch.configs)}"
+                f"  group {group.index}: world_size={group.world_size} backend={group.backend} "
+                f"configs={len(group.configs)}{worlds}"
             )
-            lines.extend(f"    {c.nodeid}" for c in batch.configs)
+            lines.extend(f"    {c.nodeid}" for c in group.configs)
         if self.shard_plan is not None:
             lines.append(f"  {_plan_text(self.shard_plan)}")
         if self.skipped:
@@ -139,7 +144,7 @@ class BatchedSession:
 
     # -- running -------------------------------------------------------------------------------
     def start(self) -> None:
-        if not self.batches:
+        if not self.groups:
             return
         self._run_dir = Path(tempfile.mkdtemp(prefix="cpci-run-"))
         launch = WorldLaunch(
@@ -150,10 +155,11 @@ class BatchedSession:
             start_timeout_s=max(120.0, self.settings.timeout),
         )
         self._scheduler = Scheduler(
-            self.batches,
+            self.groups,
             launch=launch,
             slots=Slots(self.devices, cores=os.cpu_count() or 1),
             workers=self.settings.workers,
+            cap=self.settings.batch_size,
             max_respawns=self.settings.max_respawns,
             policy=RerunPolicy(reruns=self.settings.reruns, isolate=self.settings.isolate_failures),
             deliver=self._deliver,
@@ -322,7 +328,7 @@ class BatchedSession:
         if self.settings.plan_only:
             return
         source = self.settings.durations
-        if source is not None and not source.is_url and sharding.recorded_here(source.path):
+        if source is not None and not source.is_url:
             sharding.save(source.path, self.durations)
             return
         cache = getattr(self.config, "cache", None)

@@ -90,9 +90,10 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "batch_size",
         "--cpci-batch-size",
-        "configs run in one torchrun world; 1 gives one world per config",
+        "the most configs one world runs before a fresh world takes the rest of its queue "
+        "(default: no cap); 1 gives a fresh world per config, for bisecting and full isolation",
         _int_at_least(1),
-        "16",
+        None,
         env="CP_TEST_BATCH_SIZE",
         ini="cpci_batch_size",
     ),
@@ -110,7 +111,8 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "workers",
         "--cpci-workers",
-        "worlds run at once (on disjoint GPUs, or bounded by CPU cores)",
+        "worlds run at once, each taking the next config of its group's queue as it frees up "
+        "(on disjoint GPUs, or bounded by CPU cores)",
         _int_at_least(1),
         "1",
         env="CPCI_WORKERS",
@@ -159,7 +161,9 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "max_respawns",
         "--cpci-max-respawns",
-        "fresh worlds a batch may start after crashes and timeouts",
+        "fresh worlds in a row a group may start after worlds that ended without running a "
+        "config (start-up failures) before it gives up; a crash or hang blamed on a config "
+        "never counts",
         _int_at_least(0),
         "3",
         env="CPCI_MAX_RESPAWNS",
@@ -216,7 +220,7 @@ OPTIONS: tuple[Option, ...] = (
 class RunnerSettings:
     """The validated runner settings for one pytest session."""
 
-    batch_size: int
+    batch_size: int | None  # None: no cap on the configs one world runs
     timeout: float
     workers: int
     backend: BackendSetting

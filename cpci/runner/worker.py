@@ -22,6 +22,7 @@ from cpci.runner import world_store
 from cpci.runner.control_plane import ControlPlane
 from cpci.runner.default_group import DefaultGroup
 from cpci.runner.dist import DistContext
+from cpci.runner.feed import FeedReader
 from cpci.runner.journal import JournalWriter
 from cpci.runner.protocol import Done, Hello, Ready, WorldPlan
 from cpci.runner.rank_plugin import RankPlugin
@@ -60,6 +61,7 @@ def _init_world(world_dir: WorldDir, plan: WorldPlan, journal: JournalWriter) ->
     control = ControlPlane(store, rank=rank, world_size=world_size, agreed_file=agreed_file)
     return RankPlugin(
         plan=plan,
+        feed=FeedReader(world_dir.feed),
         journal=journal,
         context=context,
         control=control,

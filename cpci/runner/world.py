@@ -1,10 +1,12 @@
-"""One torchrun world: launch it for a list of configs, watch it, and say how it ended.
+"""One world: launch it, feed it configs, watch it, and say how it ended.
 
-The parent never reads the world's stdout. It tails the files the ranks write (journals, the
-agreed outcomes) and enforces each config's timeout: a hung config gets every rank's Python stack
-dumped (SIGUSR1 -> faulthandler), and NCCL's flight recorder asked for its record of the
-collectives (`cpci.runner.nccl_diagnostics`), before the whole process tree is killed. A rank
-that dies is named with its exit code or signal and the tail of its log.
+The world takes its configs from a `Take` callback (its group's queue, or a fixed list for a rerun)
+and gets them through its feed (`cpci.runner.feed`), a few ahead of the config in flight, then a
+`Close` once `Take` has no more. The parent never reads the world's stdout. It tails the files
+the ranks write (journals, the agreed outcomes) and enforces each config's timeout: a hung config
+gets every rank's Python stack dumped (SIGUSR1 -> faulthandler), and NCCL's flight recorder asked
+for its record of the collectives (`cpci.runner.nccl_diagnostics`), before the whole process tree
+is killed. A rank that dies is named with its exit code or signal and the tail of its log.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ from pathlib import Path
 from typing import Literal
 
 from cpci.runner import nccl_diagnostics
+from cpci.runner.feed import LOOKAHEAD, FeedWriter
 from cpci.runner.journal import JournalReader
-from cpci.runner.planning import Batch, ConfigSpec
+from cpci.runner.planning import ConfigSpec, Group
 from cpci.runner.processes import kill_tree
 from cpci.runner.protocol import (
     AgreedRecord,
@@ -74,32 +77,48 @@ class WorldResult:
     wall_s: float
     finished: set[int]
     failure: WorldFailure | None
+    fed: list[int] = field(default_factory=list)  # plan indices, in feed order
+
+    def unfinished(self) -> list[int]:
+        """Configs fed that neither finished nor were blamed: they go back to their queue."""
+        culprit = None if self.failure is None else self.failure.culprit
+        return [i for i in self.fed if i not in self.finished and i != culprit]
+
+    @property
+    def progressed(self) -> bool:
+        """Whether the world used up a config: one finished, or one was blamed for its end."""
+        blamed = self.failure is not None and self.failure.culprit is not None
+        return bool(self.finished) or blamed
 
 
 #: Called with each config's agreed record as it arrives (the rank that failed first leads).
 OutcomeSink = Callable[[ConfigSpec, AgreedRecord], None]
+#: Gives the world its next config (a plan index of its group), or None: it takes no more.
+Take = Callable[[], int | None]
 
 
 class World:
-    """Runs `configs` (plan indices -> specs) in one fresh world and reports as it goes."""
+    """Runs the configs `take` gives (plan indices of `group`) in one fresh world, as they come."""
 
-    def __init__(
-        self, launch: WorldLaunch, name: str, batch: Batch, configs: dict[int, ConfigSpec]
-    ) -> None:
+    def __init__(self, launch: WorldLaunch, name: str, group: Group, take: Take) -> None:
         self.launch = launch
         self.dir = WorldDir(launch.run_dir / name)
-        self.world_size = batch.world_size
-        self.backend = batch.backend
-        self.configs = configs
+        self.world_size = group.world_size
+        self.backend = group.backend
+        self.configs = dict(enumerate(group.configs))
+        self.fed: list[int] = []  # plan indices, in feed order
         self.started_s: float | None = None  # launch to the first config, once known
+        self._take = take
         self._proc: subprocess.Popen[bytes] | None = None
 
     def run(self, on_outcome: OutcomeSink) -> WorldResult:
         self.dir.path.mkdir(parents=True)
         self._write_plan()
+        feed = FeedWriter(self.dir.feed)
+        watch = _Watch(self.dir, self.world_size)
+        self._feed(feed, watch)  # the first entries are there before any rank looks
         launched = time.time()
         self._proc = self._start()
-        watch = _Watch(self.dir, self.world_size)
         failure: WorldFailure | None = None
         try:
             while True:
@@ -108,20 +127,33 @@ class World:
                 self._drain(watch, launched, on_outcome)
                 if exited:
                     break
+                self._feed(feed, watch)
                 failure = self._check_deadlines(watch, launched)
                 if failure is not None:
                     break
                 time.sleep(_POLL_S)
-            if failure is None and len(watch.finished) < len(self.configs):
+            if failure is None and not (feed.closed and watch.finished.issuperset(self.fed)):
                 failure = self._crash(watch)
         finally:
             self.kill()
+            feed.close()
         return WorldResult(
             started_s=self.started_s,
             wall_s=time.time() - launched,
             finished=set(watch.finished),
             failure=failure,
+            fed=list(self.fed),
         )
+
+    def _feed(self, feed: FeedWriter, watch: _Watch) -> None:
+        """Keep `LOOKAHEAD` entries fed beyond the config in flight; Close when `take` runs dry."""
+        while not feed.closed and len(self.fed) - len(watch.finished) <= LOOKAHEAD:
+            index = self._take()
+            if index is None:
+                feed.close()
+                return
+            self.fed.append(index)
+            feed.add(PlanEntry(index=index, nodeid=self.configs[index].nodeid))
 
     def _drain(self, watch: _Watch, launched: float, on_outcome: OutcomeSink) -> None:
         watch.update()  # journals first: a config's begin precedes its outcome
@@ -145,13 +177,13 @@ class World:
             backend=self.backend,
             invocation_dir=self.launch.invocation_dir,
             pytest_args=self.launch.pytest_args,
-            # The process group's own timeout only backs up ours: ours must fire first.
+            # The process group's own timeout only backs up ours: ours must fire first. Any
+            # config of the group may be fed.
             pg_timeout_s=max(c.timeout for c in self.configs.values()) + 60,
-            # What the ranks collect: only the configs' files, unless node ids need the parent's
-            # own arguments to come out the same (see BatchedSession.collect_args).
+            # What the ranks collect: the files of every config of the group, unless node ids
+            # need the parent's own arguments to come out the same (BatchedSession.collect_args).
             collect=self.launch.collect_args
             or list(dict.fromkeys(c.path for c in self.configs.values())),
-            configs=[PlanEntry(index=i, nodeid=c.nodeid) for i, c in self.configs.items()],
         )
         self.dir.plan.write_text(plan.model_dump_json())
 

@@ -21,6 +21,11 @@ class WorldDir:
         return self.path / "plan.json"
 
     @property
+    def feed(self) -> Path:
+        """The `FeedMessage` lines the parent appends while the world runs."""
+        return self.path / "feed.jsonl"
+
+    @property
     def agreed(self) -> Path:
         """Rank 0's `AgreedRecord` lines, one per config."""
         return self.path / "outcomes.jsonl"

@@ -32,4 +32,4 @@ def test_test_runs_pytest_with_the_plugin(tmp_path: Path) -> None:
     )
     result = cpci("test", "--cpci-plan", "-p", "no:cacheprovider", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert "cpci plan: 1 config(s) in 1 world(s)" in result.stdout
+    assert "cpci plan: 1 config(s) in 1 group(s)" in result.stdout

@@ -1,8 +1,8 @@
-"""Configs are grouped by world size and backend, in collection order, then chunked."""
+"""Configs are grouped by world size and backend, in collection order: one queue per group."""
 
 from __future__ import annotations
 
-from cpci.runner.planning import ConfigSpec, make_batches
+from cpci.runner.planning import ConfigSpec, make_groups
 from cpci.runner.protocol import Backend
 
 
@@ -10,23 +10,20 @@ def spec(name: str, world_size: int, backend: Backend = "gloo") -> ConfigSpec:
     return ConfigSpec(nodeid=name, path="t.py", world_size=world_size, backend=backend, timeout=1.0)
 
 
-def test_grouped_by_world_size_and_backend_then_chunked() -> None:
+def test_grouped_by_world_size_and_backend_in_first_seen_order() -> None:
     specs = [spec(f"a{i}", 2) for i in range(5)] + [
         spec("b0", 4),
         spec("c0", 2, "nccl"),
         spec("a5", 2),
     ]
-    batches = make_batches(specs, batch_size=2)
-    assert [(b.world_size, b.backend, [c.nodeid for c in b.configs]) for b in batches] == [
-        (2, "gloo", ["a0", "a1"]),
-        (2, "gloo", ["a2", "a3"]),
-        (2, "gloo", ["a4", "a5"]),
+    groups = make_groups(specs)
+    assert [(g.world_size, g.backend, [c.nodeid for c in g.configs]) for g in groups] == [
+        (2, "gloo", ["a0", "a1", "a2", "a3", "a4", "a5"]),
         (4, "gloo", ["b0"]),
         (2, "nccl", ["c0"]),
     ]
-    assert [b.index for b in batches] == [0, 1, 2, 3, 4]
+    assert [g.index for g in groups] == [0, 1, 2]
 
 
-def test_batch_size_one_is_one_world_per_config() -> None:
-    specs = [spec(f"a{i}", 2) for i in range(3)]
-    assert [len(b.configs) for b in make_batches(specs, batch_size=1)] == [1, 1, 1]
+def test_no_configs_no_groups() -> None:
+    assert make_groups([]) == []

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 from cpci.runner.protocol import (
     AgreedRecord,
     Begin,
+    Close,
     End,
     Hello,
     PlanEntry,
@@ -17,6 +18,7 @@ from cpci.runner.protocol import (
     Ready,
     WorldPlan,
     parse_agreed_record,
+    parse_feed_message,
     parse_journal_event,
 )
 from cpci.runner.rank_errors import rank_error
@@ -56,11 +58,19 @@ def test_the_plan_round_trips_and_refuses_an_unknown_backend() -> None:
         pytest_args=["-p", "no:cacheprovider"],
         pg_timeout_s=360.0,
         collect=["tests/test_x.py"],
-        configs=[PlanEntry(index=0, nodeid="tests/test_x.py::test_a")],
     )
     assert WorldPlan.model_validate_json(plan.model_dump_json()) == plan
     with pytest.raises(ValidationError, match="backend"):
         WorldPlan.model_validate({**plan.model_dump(), "backend": "mpi"})
+
+
+def test_feed_lines_parse_back_to_entries_and_the_close() -> None:
+    entry = PlanEntry(index=4, nodeid="tests/test_x.py::test_a[4]")
+    assert parse_feed_message(entry.model_dump_json().encode()) == entry
+    assert isinstance(parse_feed_message(Close().model_dump_json().encode()), Close)
+    for line in (b'{"kind": "config", "nodeid": "t.py::a"}', b'{"kind": "stop"}'):
+        with pytest.raises(ValidationError):
+            parse_feed_message(line)
 
 
 def test_a_rank_payload_survives_the_pickling_of_gather_object() -> None:

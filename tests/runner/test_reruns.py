@@ -144,39 +144,3 @@ def test_reruns_with_isolation_number_attempts_once_per_config(tmp_path: Path) -
             "FAILED *test_b_order_dependent - order-dependent: passes alone*",
         ]
     )
-
-
-def test_a_batch_that_gives_up_leaves_its_untouched_configs_not_run(tmp_path: Path) -> None:
-    (tmp_path / "test_gives_up.py").write_text(
-        """
-import os
-import pytest
-
-@pytest.mark.cpci(world_size=2)
-@pytest.mark.parametrize("i", range(4))
-def test_step(i, cpci_dist):
-    if i < 2 and cpci_dist.rank == 1:
-        os._exit(3)
-"""
-    )
-    result = run_pytest(tmp_path, "--cpci-results=r.jsonl", "--cpci-max-respawns=1")
-    result.assert_outcomes(failed=2, errors=2)
-    records = results(tmp_path / "r.jsonl")
-    assert [(r["nodeid"].split("::")[1], r["outcome"]) for r in records] == [
-        ("test_step[0]", "crashed"),  # each ran, and its world died under it
-        ("test_step[1]", "crashed"),
-        ("test_step[2]", "not_run"),  # never begun
-        ("test_step[3]", "not_run"),
-    ]
-    for record in records[2:]:
-        first = record["rank_errors"][0]
-        assert (first["rank"], first["phase"]) == (-1, "world")
-        assert first["message"] == "not run: batch gave up after 1 respawn"
-        assert "rank 1 exited with code 3" in first["detail"]
-    assert worlds_started(result.stdout.str()) == 2
-    result.stdout.fnmatch_lines(
-        [
-            "*not run: batch gave up after 1 respawn*",
-            "*2 not run (never started: no verdict on their code):*",
-        ]
-    )

@@ -7,12 +7,15 @@ from pathlib import Path
 from cpci.runner.journal import JournalReader
 from cpci.runner.protocol import (
     Begin,
+    Close,
     Done,
     End,
     Hello,
+    PlanEntry,
     Ready,
     WorldPlan,
     parse_agreed_record,
+    parse_feed_message,
     parse_journal_event,
 )
 from tests.runner.helpers import run_pytest
@@ -39,12 +42,16 @@ def _run(path: Path, keep: str) -> list[Path]:
     return sorted(temp.glob("cpci-run-*"))
 
 
-def test_kept_worlds_hold_plan_journals_agreed_records_and_exits(tmp_path: Path) -> None:
+def test_kept_worlds_hold_plan_feed_journals_agreed_records_and_exits(tmp_path: Path) -> None:
     (tmp_path / "test_kept.py").write_text(SUITE)
     [run_dir] = _run(tmp_path, "1")
-    [world] = sorted(run_dir.iterdir())
+    [world] = sorted(run_dir.glob("world-*"))
     plan = WorldPlan.model_validate_json((world / "plan.json").read_bytes())
-    assert [(c.index, c.nodeid.split("::")[1]) for c in plan.configs] == [
+    assert [Path(p).name for p in plan.collect] == ["test_kept.py"]
+    *entries, close = JournalReader(world / "feed.jsonl", parse_feed_message).read_new()
+    assert isinstance(close, Close)  # the queue ran dry: the world was told to finish
+    assert all(isinstance(e, PlanEntry) for e in entries)
+    assert [(e.index, e.nodeid.split("::")[1]) for e in entries if isinstance(e, PlanEntry)] == [
         (0, "test_passes"),
         (1, "test_fails_on_rank_1"),
     ]

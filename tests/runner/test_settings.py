@@ -15,9 +15,11 @@ def ini(pytester: pytest.Pytester) -> pytest.Pytester:
     return pytester
 
 
-def test_default_batch_size_is_16(pytester: pytest.Pytester) -> None:
+def test_by_default_a_world_runs_as_many_configs_as_its_queue_holds(
+    pytester: pytest.Pytester,
+) -> None:
     settings = resolve(pytester.parseconfig(), environ={})
-    assert settings.batch_size == 16
+    assert settings.batch_size is None  # no cap
     assert settings.timeout == 300
     assert settings.backend == "auto"
 
@@ -119,8 +121,8 @@ def test_help_states_the_precedence(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_subprocess("--help")
     text = " ".join(result.stdout.str().split())  # undo the help's line wrapping
     assert (
-        "(precedence: --cpci-batch-size > env CP_TEST_BATCH_SIZE > ini cpci_batch_size; "
-        "default 16)" in text
+        "(default: no cap); 1 gives a fresh world per config, for bisecting and full isolation "
+        "(precedence: --cpci-batch-size > env CP_TEST_BATCH_SIZE > ini cpci_batch_size)" in text
     )
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from cpci.runner import sharding
+from cpci.schema import ShardPlan
 
 
 def test_shards_partition_the_tests() -> None:
@@ -67,13 +68,13 @@ def test_plan_prints_shards_and_batches_and_runs_nothing(pytester: pytest.Pytest
     assert whole.ret == 0
     whole.stdout.fnmatch_lines(
         [
-            "cpci plan: 8 config(s) in 5 world(s) (batch size 2, 1 at once)",
-            "  batch 0: world_size=2 backend=gloo configs=2",
+            "cpci plan: 8 config(s) in 2 group(s) by world size and backend, each a queue for "
+            "up to 1 world(s) at once (at most 2 per world)",
+            "  group 0: world_size=2 backend=gloo configs=5 (at least 3 worlds)",
             "*test_two[[]0[]]",
             "*test_two[[]1[]]",
-            "  batch 1: world_size=2 backend=gloo configs=2",
             "*",
-            "  batch 3: world_size=4 backend=gloo configs=2",
+            "  group 1: world_size=4 backend=gloo configs=3 (at least 2 worlds)",
         ]
     )
     shards = [
@@ -106,3 +107,94 @@ def test_durations_are_recorded_for_the_next_sharding(pytester: pytest.Pytester)
         "test_durations_are_recorded_for_the_next_sharding.py::test_x[1]",
         "test_durations_are_recorded_for_the_next_sharding.py::test_plain",
     }
+
+
+def test_the_plan_hash_changes_with_every_input_and_nothing_else() -> None:
+    nodeids = ["a", "b", "c"]
+    durations = {"a": 1.0, "b": 2.0}
+    base = sharding.plan_hash(nodeids, durations, 2)
+    assert sharding.plan_hash(list(reversed(nodeids)), durations, 2) == base  # order: no
+    assert sharding.plan_hash(nodeids, {**durations, "elsewhere": 9.0}, 2) == base  # not planned
+    assert sharding.plan_hash(nodeids, durations, 3) != base
+    assert sharding.plan_hash([*nodeids, "d"], durations, 2) != base
+    assert sharding.plan_hash(nodeids, {**durations, "a": 1.5}, 2) != base
+    assert sharding.plan_hash(nodeids, {**durations, "c": 1.0}, 2) != base
+
+
+def test_a_durations_file_may_be_the_services_answer_which_a_run_never_overwrites(
+    tmp_path: Path,
+) -> None:
+    served = tmp_path / "served.json"
+    served.write_text(
+        '{"schema": "cpci.durations/1", "repository": "acme/attn", "branch": "main", '
+        '"runs": 3, "newest_commit": "abc1234", "durations": {"t::a": 2.5}}'
+    )
+    assert sharding.load(served) == {"t::a": 2.5}
+    assert not sharding.recorded_here(served)
+    own = tmp_path / "own.json"
+    assert sharding.recorded_here(own)  # none yet: the run records one
+    sharding.save(own, {"t::a": 1.0})
+    assert sharding.recorded_here(own)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[1, 2]", "expected a JSON object"),
+        ('{"t": "slow"}', "expected node id -> seconds"),
+        ('{"t": NaN}', "'t' has no finite duration"),
+        ('{"schema": "cpci.durations/1", "durations": {}}', "not a valid cpci.durations/1"),
+    ],
+)
+def test_a_bad_durations_document_is_refused(text: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        sharding.parse(text)
+
+
+def test_a_durations_source_is_a_file_or_an_http_url() -> None:
+    from cpci.runner.durations_source import parse_source
+
+    assert parse_source("https://cpci.example/api/v1/repos/a/b/durations").is_url
+    assert parse_source("durations.json").path == Path("durations.json")
+    for bad in ("", "ftp://cpci.example/durations"):
+        with pytest.raises(ValueError, match="file path or an http"):
+            parse_source(bad)
+
+
+def test_the_plan_names_its_hash_and_writes_it_beside_the_results(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+        @pytest.mark.parametrize("i", range(4))
+        def test_t(i):
+            pass
+        """
+    )
+    results = pytester.path / "r.jsonl"
+    run = pytester.runpytest_subprocess(
+        "--cpci-plan", "--cpci-shard=1/2", f"--cpci-results={results}", "-p", "no:cacheprovider"
+    )
+    assert run.ret == 0
+    nodeids = [
+        f"test_the_plan_names_its_hash_and_writes_it_beside_the_results.py::test_t[{i}]"
+        for i in range(4)
+    ]
+    expected = sharding.plan_hash(nodeids, {}, 2)
+    run.stdout.fnmatch_lines(
+        [
+            f"  shard plan {expected[:12]}: 4 node id(s) shared out over 2 shard(s), durations from pytest's cache"
+        ]
+    )
+    plan = ShardPlan.model_validate_json((pytester.path / "r.jsonl.plan.json").read_text())
+    assert (plan.shard_index, plan.shard_total, plan.plan_hash, plan.configs) == (1, 2, expected, 4)
+
+
+def test_a_bad_durations_flag_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_t():\n    pass\n")
+    run = pytester.runpytest_subprocess("--cpci-durations=ftp://x/durations")
+    assert run.ret == pytest.ExitCode.USAGE_ERROR
+    run.stderr.fnmatch_lines(
+        ["*--cpci-durations must be a file path or an http:// or https:// URL*"]
+    )

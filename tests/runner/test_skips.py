@@ -40,7 +40,7 @@ def test_skipif_bad_condition():
 def test_the_plan_schedules_only_the_configs_that_can_run(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_skips=SUITE)
     out = pytester.runpytest_subprocess("--cpci-plan").stdout.str()
-    assert "cpci plan: 3 config(s) in 1 world(s)" in out
+    assert "cpci plan: 3 config(s) in 1 group(s)" in out
     assert "2 skipped before planning (no world):" in out
     assert "test_skips.py::test_skipif_true: no fused kernel here" in out
     assert "test_skips.py::test_skipif_string_condition: condition: sys.platform != 'plan9'" in out
