@@ -6,7 +6,8 @@ Timings are compared with the last few runs of the baseline's branch, not one no
 Both are read by shard ids through the app's `ShardCache`: every PR on the same base shares them,
 and the head (its results, keys, order and storms: a storm shard's 160,000 rows) is read once per
 set of head shards, so the report, the PR page and each section page after the first do not read
-it again (stored shards never change; a new upload is a new set).
+it again (stored shards never change; a new upload is a new set). These bulk reads run with the
+cyclic garbage collector paused (`crud.gc_pause`: its full passes took half a cold read's time).
 
 Evidence has provenance: the baseline, the timings and the history windows come from trusted
 branch runs only (`pull_request IS NULL`), plus this PR's own earlier runs for its history;
@@ -45,6 +46,7 @@ from cpci.server.core.config import Settings
 from cpci.server.core.errors import NotFound
 from cpci.server.crud.commits import ancestors
 from cpci.server.crud.common import fetch_rows, one_of
+from cpci.server.crud.gc_pause import gc_paused
 from cpci.server.crud.history import observations
 from cpci.server.crud.runs import MergedRun, config_keys, merge_runs, results_of
 from cpci.server.models import Repository, Run, Shard
@@ -181,6 +183,7 @@ class _Head:
     needs_history: list[int]  # the failing configs, but for those caught in an infra storm
 
 
+@gc_paused()
 def _head(session: Session, shards: Sequence[Shard], policy: StormPolicy) -> _Head:
     shard_of: dict[ConfigLeg, int] = {}
     results = _by_leg(session, shards, shard_of)
@@ -203,6 +206,7 @@ def _head(session: Session, shards: Sequence[Shard], policy: StormPolicy) -> _He
     )
 
 
+@gc_paused()
 def _by_leg(
     session: Session, shards: Sequence[Shard], shard_of: dict[ConfigLeg, int] | None = None
 ) -> dict[ConfigLeg, list[ResultView]]:
@@ -305,6 +309,7 @@ def _base_samples(
     )
 
 
+@gc_paused()
 def _passed_durations(session: Session, shard_ids: list[int]) -> dict[ConfigLeg, list[float]]:
     if not shard_ids:
         return {}
