@@ -16,6 +16,7 @@ from cpci.schema import (
     ResultRecord,
     RunEnvelope,
     config_id,
+    config_key,
     first_line,
     read_results,
 )
@@ -26,12 +27,13 @@ def record(nodeid: str = "t.py::test[1]") -> ResultRecord:
     return ResultRecord(nodeid=nodeid, world_size=2, outcome="passed", duration_s=0.5)
 
 
-def test_round_trip_and_config_id(tmp_path: Path) -> None:
+def test_round_trip_and_config_key(tmp_path: Path) -> None:
     path = tmp_path / "r.jsonl"
     path.write_text(record().to_json_line() + record("t.py::test[2]").to_json_line())
     records = read_results(str(path))
     assert records == [record(), record("t.py::test[2]")]
-    assert records[0].config_id == config_id("t.py::test[1]", 2) == "t.py::test[1]@2"
+    assert records[0].config_key == config_key("t.py::test[1]", 2) == "t.py::test[1]@2"
+    assert records[0].config_id == config_id("t.py::test[1]", 2) == "t.py::test[1]@2"  # old name
     assert '"schema": "cpci.result/1"' in path.read_text()
 
 

@@ -32,7 +32,7 @@ class SuiteOutcome:
     @property
     def records(self) -> list[ResultRecord]:
         """The final record per config (a rerun replaces the first attempt)."""
-        final = {r.config_id: r for r in self.all_records}
+        final = {r.config_key: r for r in self.all_records}
         return list(final.values())
 
     @property

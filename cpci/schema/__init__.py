@@ -51,6 +51,7 @@ from cpci.schema.results import (
     RankError,
     ResultRecord,
     config_id,
+    config_key,
     read_results,
 )
 from cpci.schema.runs import RunLink, RunRef, ShardProgress
@@ -128,6 +129,7 @@ __all__ = [
     "VerdictInfo",
     "WireModel",
     "config_id",
+    "config_key",
     "first_line",
     "plan_path",
     "read_plan",

@@ -83,16 +83,27 @@ class ResultRecord(WireModel):
     batch: BatchInfo | None = None
 
     @property
+    def config_key(self) -> str:
+        """The config's `NODEID@WORLD_SIZE` key (`config_key`)."""
+        return config_key(self.nodeid, self.world_size)
+
+    @property
     def config_id(self) -> str:
-        return config_id(self.nodeid, self.world_size)
+        """The former name of `config_key`, kept for scripts written against it."""
+        return self.config_key
 
     def to_json_line(self) -> str:
         return json.dumps(self.model_dump(mode="json", by_alias=True), sort_keys=True) + "\n"
 
 
-def config_id(nodeid: str, world_size: int) -> str:
-    """A config's stable identity: its pytest node id plus the world size it ran with."""
+def config_key(nodeid: str, world_size: int) -> str:
+    """A config's stable identity, `NODEID@WORLD_SIZE`: its pytest node id plus the world size it
+    ran with. (The service's integer row id of a config is its `config_pk`.)"""
     return f"{nodeid}@{world_size}"
+
+
+#: The former name of `config_key`, kept for scripts written against it.
+config_id = config_key
 
 
 def read_results(path: str) -> list[ResultRecord]:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from itertools import product
 from typing import Literal
 
-from cpci.schema import Environment, ResultRecord, RunEnvelope, config_id
+from cpci.schema import Environment, ResultRecord, RunEnvelope, config_key
 from tests.server.verdict_records import (
     ATTEMPTS_WITH_RERUNS,
     BROKEN_SIGNATURE,
@@ -132,7 +132,7 @@ class ConfigTruth:
 
     @property
     def key(self) -> str:
-        return config_id(self.nodeid, self.world_size)
+        return config_key(self.nodeid, self.world_size)
 
     def broken_at(self, main_run: int) -> bool:
         return self.broken is not None and self.broken[0] <= main_run < self.broken[1]

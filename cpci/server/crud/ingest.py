@@ -116,7 +116,7 @@ def ingest_shard(
     session.add(shard)
     session.flush()
     assert shard.id is not None
-    keys = [r.config_id for r in envelope.results]
+    keys = [r.config_key for r in envelope.results]
     config_pks = _ensure_configs(session=session, repo_id=repo_id, envelope=envelope, keys=keys)
     run_id, shard_id = run.id, shard.id  # plain ints: ORM attributes cost per access
     rows = [

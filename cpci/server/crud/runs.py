@@ -125,9 +125,9 @@ def results_of(
     seen: dict[tuple[Any, ...], ResultView] = {}
     nothing: ErrorsRead = ((), (), "")
     for row in rows:
-        config_id, outcome, took, flaky, errors, metrics, attempt, isolation = row
+        config_pk, outcome, took, flaky, errors, metrics, attempt, isolation = row
         if metrics is None and (shared := seen.get(row[1:])) is not None:
-            out[config_id].append(shared)
+            out[config_pk].append(shared)
             continue
         if errors is None:
             messages, ranks, culprit = nothing
@@ -150,7 +150,7 @@ def results_of(
         )
         if metrics is None:
             seen[row[1:]] = view
-        out[config_id].append(view)
+        out[config_pk].append(view)
     return out
 
 
