@@ -177,15 +177,11 @@ def test_the_plan_names_its_hash_and_writes_it_beside_the_results(
         "--cpci-plan", "--cpci-shard=1/2", f"--cpci-results={results}", "-p", "no:cacheprovider"
     )
     assert run.ret == 0
-    nodeids = [
-        f"test_the_plan_names_its_hash_and_writes_it_beside_the_results.py::test_t[{i}]"
-        for i in range(4)
-    ]
+    module = "test_the_plan_names_its_hash_and_writes_it_beside_the_results.py"
+    nodeids = [f"{module}::test_t[{i}]" for i in range(4)]
     expected = sharding.plan_hash(nodeids, {}, 2)
     run.stdout.fnmatch_lines(
-        [
-            f"  shard plan {expected[:12]}: 4 node id(s) shared out over 2 shard(s), durations from pytest's cache"
-        ]
+        [f"  shard plan {expected[:12]}: 4 node id(s) shared out over 2 shard(s), durations *"]
     )
     plan = ShardPlan.model_validate_json((pytester.path / "r.jsonl.plan.json").read_text())
     assert (plan.shard_index, plan.shard_total, plan.plan_hash, plan.configs) == (1, 2, expected, 4)
@@ -195,6 +191,4 @@ def test_a_bad_durations_flag_is_a_usage_error(pytester: pytest.Pytester) -> Non
     pytester.makepyfile("def test_t():\n    pass\n")
     run = pytester.runpytest_subprocess("--cpci-durations=ftp://x/durations")
     assert run.ret == pytest.ExitCode.USAGE_ERROR
-    run.stderr.fnmatch_lines(
-        ["*--cpci-durations must be a file path or an http:// or https:// URL*"]
-    )
+    run.stderr.fnmatch_lines(["*--cpci-durations must be a file path or an http*://*URL*"])
