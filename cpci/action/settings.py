@@ -30,7 +30,8 @@ class ActionSettings(BaseModel):
 
     mode: Literal["test", "report"] = "test"
     tests: str = "tests"
-    batch_size: int = Field(default=16, ge=1)
+    #: The most configs one world runs (None: no cap, worlds take their queue to the end).
+    batch_size: int | None = Field(default=None, ge=1)
     workers: int = Field(default=1, ge=1)
     #: Same-commit reruns of each failed config (the service needs k of k to call it broken).
     reruns: int = Field(default=2, ge=0)

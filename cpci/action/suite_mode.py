@@ -62,7 +62,7 @@ def pytest_command(settings: ActionSettings, durations: str | None = None) -> li
         "-m",
         "pytest",
         *settings.tests.split(),
-        f"--cpci-batch-size={settings.batch_size}",
+        *([f"--cpci-batch-size={settings.batch_size}"] if settings.batch_size else []),
         f"--cpci-workers={settings.workers}",
         # Reruns and isolation by default: a verdict needs same-commit evidence, and an
         # order-dependent failure must not pass for a flaky one.

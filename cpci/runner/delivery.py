@@ -31,7 +31,7 @@ class Delivery:
 
 @dataclass(frozen=True)
 class Where:
-    """Which attempt of a config this is, and the batch and world it ran in (or was meant to)."""
+    """Which attempt of a config this is, and the group and world it ran in (or was meant to)."""
 
     attempt: int
     backend: str

@@ -39,7 +39,7 @@ def item_reports(item: pytest.Item, delivery: Delivery) -> list[pytest.TestRepor
     ranks = sorted({e.rank for e in record.rank_errors if e.rank >= 0})
     if record.outcome in FAILING_OUTCOMES or record.isolation or record.flaky:
         where = (
-            f"batch {record.batch.index} (world {record.batch.world}, {record.batch.size} configs)"
+            f"group {record.batch.index} (world {record.batch.world}, {record.batch.size} configs)"
             if record.batch
             else "no world"
         )

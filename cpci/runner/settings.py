@@ -263,7 +263,8 @@ def add_options(parser: pytest.Parser) -> None:
         "--cpci-plan",
         action="store_true",
         dest="cpci_plan",
-        help="print the worlds, batches and shard that would run, and run nothing",
+        help="print the groups (one queue of configs per world size and backend) and shard that "
+        "would run, and run nothing",
     )
 
 

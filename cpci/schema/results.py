@@ -31,8 +31,9 @@ OUTCOMES: tuple[Outcome, ...] = (
     "not_run",
 )
 #: Outcomes that make a run red. `not_run` (the config never started: its world did not come up,
-#: its batch gave up after respawns, the scheduler failed) is red too, but it says nothing about
-#: the code under test: the service gives it the INFRA verdict, never NEW FAILURE.
+#: its group gave up after worlds in a row failed to start, the scheduler failed) is red too, but
+#: it says nothing about the code under test: the service gives it the INFRA verdict, never NEW
+#: FAILURE.
 FAILING_OUTCOMES: frozenset[str] = frozenset({"failed", "error", "crashed", "timeout", "not_run"})
 #: Outcomes that say the config never ran at all.
 NOT_RUN_OUTCOMES: frozenset[str] = frozenset({"not_run"})
@@ -51,13 +52,17 @@ class RankError(WireModel):
 
 
 class BatchInfo(WireModel):
-    """Which batch and which world of that batch a config ran in."""
+    """Where a config ran: its group (the configs of one world size and backend, one queue) and
+    which of that group's worlds. The field names predate the pool and stay for compatibility."""
 
-    index: int = Field(le=INT32_MAX, ge=0, description="batch number in the plan")
+    index: int = Field(le=INT32_MAX, ge=0, description="the config's group number in the plan")
     world: int = Field(
-        le=INT32_MAX, ge=0, description="0 for the batch's first world, n after n respawns"
+        le=INT32_MAX,
+        ge=0,
+        description="the group's world it ran in, numbered in start order from 0 (worlds that "
+        "replaced a dead one, ran at once with --cpci-workers, or ran reruns count too)",
     )
-    size: int = Field(le=INT32_MAX, ge=1, description="configs in the batch")
+    size: int = Field(le=INT32_MAX, ge=1, description="configs in the group")
     start_s: float | None = Field(
         default=None, ge=0, description="that world's start-up: launch to its first config"
     )

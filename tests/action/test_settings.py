@@ -60,7 +60,7 @@ def test_bad_inputs_name_the_input(env: dict[str, str], message: str) -> None:
 
 def test_empty_inputs_keep_their_defaults() -> None:
     settings = ActionSettings.from_env({PREFIX + "BATCH_SIZE": "", PREFIX + "WORKERS": "2"})
-    assert settings.batch_size == 16
+    assert settings.batch_size is None  # no cap
     assert settings.workers == 2
     assert "s3cret" not in repr(ActionSettings(token="s3cret", github_token="s3cret"))  # not logged
 
