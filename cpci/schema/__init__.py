@@ -9,7 +9,13 @@ code or dependencies to read what the service sends.
 """
 
 from cpci.schema.durations import DURATIONS_SCHEMA, ConfigDurations
-from cpci.schema.envelope import RUN_SCHEMA, SUPPORTED_RUN_SCHEMAS, Environment, RunEnvelope
+from cpci.schema.envelope import (
+    ENVIRONMENT_LENGTHS,
+    RUN_SCHEMA,
+    SUPPORTED_RUN_SCHEMAS,
+    Environment,
+    RunEnvelope,
+)
 from cpci.schema.fields import (
     INT32_MAX,
     MAX_LEG_LENGTH,
@@ -76,6 +82,7 @@ from cpci.schema.verdicts import (
 __all__ = [
     "ATTENTION",
     "DURATIONS_SCHEMA",
+    "ENVIRONMENT_LENGTHS",
     "FAILING",
     "FAILING_OUTCOMES",
     "FIRST_LINE_MAX",

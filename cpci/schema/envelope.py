@@ -19,16 +19,29 @@ RUN_SCHEMA = "cpci.run/1"
 SUPPORTED_RUN_SCHEMAS = (RUN_SCHEMA,)
 
 
+#: The longest value of each environment field: the service stores each in a column this long
+#: (its `environment` table is built from this map), so a longer one is refused at the door.
+ENVIRONMENT_LENGTHS = {
+    "python": 100,
+    "torch": 100,
+    "cuda": 100,
+    "nccl": 100,
+    "gpu": 200,
+    "backend": 50,
+    "platform": 200,
+}
+
+
 class Environment(WireModel):
     """What the results were produced on; part of a config's identity for flakiness."""
 
-    python: str | None = None
-    torch: str | None = None
-    cuda: str | None = None
-    nccl: str | None = None
-    gpu: str | None = None
-    backend: str | None = None
-    platform: str | None = None
+    python: Identity | None = Field(default=None, max_length=ENVIRONMENT_LENGTHS["python"])
+    torch: Identity | None = Field(default=None, max_length=ENVIRONMENT_LENGTHS["torch"])
+    cuda: Identity | None = Field(default=None, max_length=ENVIRONMENT_LENGTHS["cuda"])
+    nccl: Identity | None = Field(default=None, max_length=ENVIRONMENT_LENGTHS["nccl"])
+    gpu: Identity | None = Field(default=None, max_length=ENVIRONMENT_LENGTHS["gpu"])
+    backend: Identity | None = Field(default=None, max_length=ENVIRONMENT_LENGTHS["backend"])
+    platform: Identity | None = Field(default=None, max_length=ENVIRONMENT_LENGTHS["platform"])
 
 
 class RunEnvelope(WireModel):

@@ -13,6 +13,8 @@ from typing import Any
 from sqlalchemy import JSON, BigInteger, Column, DateTime, Index, Integer, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
+from cpci.schema import ENVIRONMENT_LENGTHS
+
 #: Named constraints, so migrations can alter them on SQLite (batch mode) and PostgreSQL alike.
 SQLModel.metadata.naming_convention = {
     "ix": "ix_%(column_0_label)s",
@@ -89,13 +91,15 @@ class UploadTokenPublic(UploadTokenBase):
 
 
 class EnvironmentBase(SQLModel):
-    python: str | None = Field(default=None, max_length=100)
-    torch: str | None = Field(default=None, max_length=100)
-    cuda: str | None = Field(default=None, max_length=100)
-    nccl: str | None = Field(default=None, max_length=100)
-    gpu: str | None = Field(default=None, max_length=200)
-    backend: str | None = Field(default=None, max_length=50)
-    platform: str | None = Field(default=None, max_length=200)
+    """The stored columns of `cpci.schema.Environment`, each as long as the wire type allows."""
+
+    python: str | None = Field(default=None, max_length=ENVIRONMENT_LENGTHS["python"])
+    torch: str | None = Field(default=None, max_length=ENVIRONMENT_LENGTHS["torch"])
+    cuda: str | None = Field(default=None, max_length=ENVIRONMENT_LENGTHS["cuda"])
+    nccl: str | None = Field(default=None, max_length=ENVIRONMENT_LENGTHS["nccl"])
+    gpu: str | None = Field(default=None, max_length=ENVIRONMENT_LENGTHS["gpu"])
+    backend: str | None = Field(default=None, max_length=ENVIRONMENT_LENGTHS["backend"])
+    platform: str | None = Field(default=None, max_length=ENVIRONMENT_LENGTHS["platform"])
 
 
 class EnvironmentFingerprint(EnvironmentBase, table=True):

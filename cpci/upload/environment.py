@@ -12,7 +12,7 @@ import platform
 from collections import Counter
 from collections.abc import Sequence
 
-from cpci.schema import Environment, ResultRecord
+from cpci.schema import ENVIRONMENT_LENGTHS, Environment, ResultRecord
 
 
 def detect(results: Sequence[ResultRecord] = ()) -> Environment:
@@ -24,7 +24,13 @@ def detect(results: Sequence[ResultRecord] = ()) -> Environment:
     }
     if importlib.util.find_spec("torch") is not None:
         values.update(_torch())
-    return Environment(**values)
+    return Environment(**{k: _fit(v, ENVIRONMENT_LENGTHS[k]) for k, v in values.items()})
+
+
+def _fit(value: str | None, limit: int) -> str | None:
+    """What the machine reports, as the service can store it: a description this long is
+    still told apart by its start (NUL bytes, which no stored text may hold, dropped)."""
+    return None if value is None else value.replace("\x00", "")[:limit]
 
 
 def _torch() -> dict[str, str | None]:

@@ -11,7 +11,8 @@ from sqlalchemy import Engine, func
 from sqlalchemy.exc import OperationalError
 from sqlmodel import Session, select
 
-from cpci.server.models import Config, Result, Run, Shard
+from cpci.schema import ENVIRONMENT_LENGTHS, Environment
+from cpci.server.models import Config, EnvironmentFingerprint, Result, Run, Shard
 from tests.server.databases import ClientFactory
 from tests.server.service_builders import REPO, envelope, record, upload
 
@@ -103,6 +104,8 @@ def test_oversized_upload_is_413_and_writes_nothing(
         (envelope([record("p2p")], commit="not-a-sha"), "commit"),
         (envelope([record("p2p")], shard_index=2, shard_total=2), "shard_index"),
         (envelope([record("p2p", surprise=1)]), "results[0].surprise"),
+        # Longer than its column: PostgreSQL would refuse the row after the upload was accepted.
+        (envelope([record("p2p")], environment={"gpu": "G" * 201}), "environment.gpu"),
     ],
 )
 def test_schema_errors_are_422_with_the_field_path(
@@ -113,6 +116,13 @@ def test_schema_errors_are_422_with_the_field_path(
     assert path in [e["path"] for e in response.json()["errors"]]
     assert response.json()["detail"].startswith(path)
     assert counts(engine)["Run"] == 0
+
+
+def test_the_environment_table_holds_exactly_what_the_wire_type_allows() -> None:
+    columns = {c.name: c for c in EnvironmentFingerprint.__table__.columns}  # type: ignore[attr-defined]
+    assert set(Environment.model_fields) == set(ENVIRONMENT_LENGTHS)
+    assert set(columns) - {"id", "fingerprint"} == set(ENVIRONMENT_LENGTHS)
+    assert {name: columns[name].type.length for name in ENVIRONMENT_LENGTHS} == ENVIRONMENT_LENGTHS
 
 
 def test_not_json_is_422(client: TestClient) -> None:

@@ -6,7 +6,7 @@ import platform
 
 import pytest
 
-from cpci.schema import ResultRecord
+from cpci.schema import ENVIRONMENT_LENGTHS, ResultRecord
 from cpci.upload.environment import detect
 
 
@@ -22,6 +22,13 @@ def test_the_backend_is_the_one_most_results_ran_on() -> None:
     assert environment.backend == "nccl"
     assert environment.python == platform.python_version()
     assert detect([]).backend is None  # JUnit suites name no backend
+
+
+def test_a_description_longer_than_the_service_stores_is_cut_to_fit() -> None:
+    long = "gloo-" + "x" * 100  # a custom backend's name
+    environment = detect([ran_on(long)])
+    assert environment.backend == long[: ENVIRONMENT_LENGTHS["backend"]]
+    assert detect([ran_on("a\x00b")]).backend == "ab"
 
 
 def test_torch_fields_come_from_the_installed_torch() -> None:
