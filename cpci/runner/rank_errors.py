@@ -1,7 +1,8 @@
 """A record's `rank_errors`: how each entry is made, which rank's error leads, the world's notes.
 
-Every entry the runner writes is made here, by `rank_error`: its message is the failure's first
-line (`first_line`), and both texts are clipped to the schema's bounds, since an entry the schema
+Every entry the runner writes is made here, by `rank_error`: its message is the traceback's
+error line (`error_line`; readers then show a message's first line, `cpci.schema.first_line`),
+and both texts are clipped to the schema's bounds, since an entry the schema
 refuses would lose the whole record.
 
 The rank that failed first leads, not the lowest rank number.
@@ -43,8 +44,9 @@ def first_failing_first(
     return sorted(errors, key=key)
 
 
-def first_line(text: str) -> str:
-    """The line a table shows for a failure: the first `E   ` line, else the last non-empty one."""
+def error_line(text: str) -> str:
+    """The line of a pytest traceback that says what failed: the first `E   ` line, else the
+    last non-empty one (an exception's own line ends a plain traceback)."""
     lines = [line for line in text.splitlines() if line.strip()]
     errors = [line[1:].strip() for line in lines if line.startswith("E ")]
     if errors:
@@ -58,7 +60,7 @@ def rank_error(rank: int, phase: str, detail: str, message: str | None = None) -
     `message` defaults to the first line of `detail`. Texts may quote tracebacks, node ids and
     rank logs of any length.
     """
-    headline = first_line(detail) if message is None else message
+    headline = error_line(detail) if message is None else message
     return RankError(
         rank=rank, phase=phase, message=headline[:MESSAGE_MAX], detail=detail[:DETAIL_MAX]
     )

@@ -7,8 +7,8 @@ from pathlib import Path
 from cpci.runner.rank_errors import (
     DETAIL_MAX,
     MESSAGE_MAX,
+    error_line,
     first_failing_first,
-    first_line,
     rank_error,
     world_note,
 )
@@ -38,14 +38,14 @@ def test_a_world_note_too_long_for_the_schema_is_clipped_not_refused() -> None:
     assert (len(note.message), len(note.detail)) == (MESSAGE_MAX, DETAIL_MAX)
 
 
-def test_first_line_prefers_the_first_error_line() -> None:
+def test_error_line_prefers_the_first_e_line_of_a_pytest_traceback() -> None:
     text = (
         "def test():\n>   assert x == 1\nE   assert 2 == 1\nE    +  where 2 = f()\n"
         "\nfile.py:3: AssertionError"
     )
-    assert first_line(text) == "assert 2 == 1"
-    assert first_line("RuntimeError: boom\n") == "RuntimeError: boom"
-    assert first_line("") == ""
+    assert error_line(text) == "assert 2 == 1"
+    assert error_line("RuntimeError: boom\n") == "RuntimeError: boom"
+    assert error_line("") == ""
 
 
 def test_a_rank_error_takes_its_first_line_and_is_clipped_to_the_schema() -> None:
