@@ -85,7 +85,7 @@ def test_medians_of_passing_results_over_the_newest_branch_runs(http: httpx.Clie
 
 def test_bad_queries_are_422_and_the_endpoint_is_in_the_schema(http: httpx.Client) -> None:
     _branch_run(http, 1, {"a": 1.0})
-    for query in ("runs=0", "runs=101", "runs=x", "branch="):
+    for query in ("runs=0", "runs=101", "runs=x", "branch=", "branch=a%00b", f"branch={'b' * 256}"):
         response = http.get(f"{urls.api_durations(REPO)}?{query}")
         assert response.status_code == 422, query
     assert http.get(urls.api_durations("acme/none")).status_code == 404

@@ -75,7 +75,9 @@ def flaky(
 def durations(
     repository: ReadableRepoDep,
     session: SessionDep,
-    branch: Annotated[str | None, Query(min_length=1, max_length=255)] = None,
+    branch: Annotated[
+        str | None, Query(min_length=1, max_length=255, pattern=r"^[^\x00]*$")
+    ] = None,
     runs: Annotated[
         int, Query(ge=1, le=MAX_RUNS, description="newest CI runs of the branch to read")
     ] = DEFAULT_RUNS,
