@@ -1,4 +1,5 @@
-"""An ASGI app served by a real uvicorn on a loopback port, in a thread, for end-to-end tests."""
+"""Real HTTP on loopback, in a thread, for end-to-end tests: an ASGI app served by uvicorn, or a
+plain `http.server` handler for stand-ins (a JWKS, a fake GitHub, a proxy, an attacker's URL)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import uvicorn
@@ -38,3 +40,17 @@ def serve(app: Any, sock: socket.socket | None = None) -> Iterator[str]:
         thread.join(timeout=10)
         if owned:
             sock.close()
+
+
+@contextmanager
+def serve_handler(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """Serve `handler` on a fresh loopback port in a thread; yields the base URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()

@@ -15,7 +15,6 @@ import http.server
 import itertools
 import json
 import re
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ import httpx
 import jwt
 
 from tests.github import contract
+from tests.live_server import serve_handler
 
 Handler = Callable[["FakeGitHub", httpx.Request, dict[str, str]], httpx.Response]
 NOW = "2026-12-01T12:00:00Z"
@@ -224,15 +224,8 @@ class FakeGitHub:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
-        thread.start()
-        try:
-            yield f"http://127.0.0.1:{server.server_address[1]}"
-        finally:
-            server.shutdown()
-            server.server_close()
-            thread.join()
+        with serve_handler(_Handler) as url:
+            yield url
 
 
 # -- routes ------------------------------------------------------------------------------------

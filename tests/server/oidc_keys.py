@@ -4,11 +4,10 @@ publishing its public half (like GitHub's /.well-known/jwks), and a live service
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import httpx
@@ -18,7 +17,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from sqlalchemy import Engine
 
 from cpci.server import Settings, create_app
-from tests.live_server import serve
+from tests.live_server import serve, serve_handler
 from tests.server.service_builders import REPO
 
 ISSUER = "https://token.actions.githubusercontent.com"
@@ -103,14 +102,8 @@ def jwks_server(keys: Keys) -> Iterator[str]:
         def log_message(self, *args: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/.well-known/jwks"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve_handler(Handler) as url:
+        yield f"{url}/.well-known/jwks"
 
 
 @contextmanager

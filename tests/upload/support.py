@@ -9,11 +9,9 @@ import os
 import socket
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -151,19 +149,6 @@ def action_env(cwd: Path, **inputs: str) -> dict[str, str]:
     env["GITHUB_STEP_SUMMARY"] = str(cwd / "summary.md")
     env["GITHUB_OUTPUT"] = str(cwd / "outputs.txt")
     return env
-
-
-@contextmanager
-def serve_handler(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
-    """Serve `handler` on a loopback port in a thread; yields the base URL."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def reference_junit() -> Path:

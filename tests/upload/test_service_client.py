@@ -13,8 +13,8 @@ import pytest
 from cpci.upload.errors import UploadFailed
 from cpci.upload.retry import Backoff
 from cpci.upload.service_client import ServiceClient
-from tests.live_server import loopback_socket
-from tests.upload.support import REPO, LiveService, envelope, receipt_body, serve_handler
+from tests.live_server import loopback_socket, serve_handler
+from tests.upload.support import REPO, LiveService, envelope, receipt_body
 
 
 def test_an_upload_is_stored_once_then_a_duplicate(service: LiveService) -> None:

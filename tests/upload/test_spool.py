@@ -20,13 +20,13 @@ import pytest
 
 from cpci.cli import main
 from cpci.upload.spool import Binding, Spool, default_spool_dir
+from tests.live_server import serve_handler
 from tests.upload.support import (
     REPO,
     LiveService,
     envelope,
     receipt_body,
     results_file,
-    serve_handler,
     upload_args,
 )
 
