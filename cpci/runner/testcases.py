@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import inspect
 import sys
+import unittest
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
@@ -92,6 +93,9 @@ def mark_harness_items(items: list[pytest.Item]) -> list[str]:
             case = HarnessCase(
                 family, harness_world_size(cls, item.name, family), timeout=_timeout(item.name)
             )
+        except unittest.SkipTest as exc:  # e.g. a continuous class on a machine without devices
+            item.add_marker(pytest.mark.skip(reason=str(exc)))  # skipped before planning
+            case = HarnessCase(family, 1)
         except Exception as exc:  # the class's own code: any failure is this config's error
             case = HarnessCase(
                 family,

@@ -117,6 +117,34 @@ class TestPlain(MultiProcessTestCase):
         dist.FileStore(self.file_name, 2).wait(["never"])  # rank 0 waits for rank 1
 """
 
+UNSIZED = """
+import os
+
+from torch.testing._internal.common_distributed import MultiProcContinuousTest, MultiProcessTestCase
+
+
+class TestUnsized(MultiProcessTestCase):
+    @property
+    def world_size(self):
+        return int(os.environ["UNSET_WORLD_SIZE"])
+
+    def setUp(self):
+        super().setUp()
+        self._spawn_processes()
+
+    def test_a(self):
+        pass
+
+
+class TestNoDevices(MultiProcContinuousTest):
+    @classmethod
+    def device_type(cls):
+        return "cuda"
+
+    def test_a(self):
+        pass
+"""
+
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[pytest.RunResult, Path, Path]:
@@ -196,7 +224,7 @@ def test_a_crash_is_blamed_on_its_config(run: tuple[pytest.RunResult, Path, Path
 def test_off_leaves_the_harness_its_own_spawn_and_plan_lists_own_spawns(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pytester.makepyfile(test_harness=SUITE)
+    pytester.makepyfile(test_harness=SUITE, test_unsized=UNSIZED)
     monkeypatch.setenv("SEEN", str(pytester.mkdir("seen")))
     monkeypatch.setenv("HARNESS_WORLD_SIZE", "3")
     off = pytester.runpytest_subprocess("--cpci-plan")
@@ -205,7 +233,12 @@ def test_off_leaves_the_harness_its_own_spawn_and_plan_lists_own_spawns(
     shared.stdout.fnmatch_lines(
         [
             "cpci plan*: 8 config(s)*",
+            "*not runnable: test_unsized.py::TestUnsized::test_a: --cpci-testcases=shared: "
+            "cannot tell the world size of TestUnsized (KeyError: 'UNSET_WORLD_SIZE'); set what "
+            "its world_size reads (e.g. WORLD_SIZE), or mark the test "
+            "@pytest.mark.cpci(world_size=N)",
             "*own spawn (not in a world): test_harness.py::TestPlain::test_exits_3_on_purpose: "
             "keeps its own spawn: TestPlain.setUp puts it in skip_return_code_checks*",
         ]
     )
+    shared.stdout.fnmatch_lines(["*test_unsized.py::TestNoDevices::test_a: No cuda devices*"])
