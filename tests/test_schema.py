@@ -20,7 +20,7 @@ from cpci.schema import (
     first_line,
     read_results,
 )
-from tests.github.reports import report, verdict
+from tests.github.pull_reports import report, verdict
 
 
 def record(nodeid: str = "t.py::test[1]") -> ResultRecord:

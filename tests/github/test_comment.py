@@ -17,7 +17,7 @@ from cpci.github.publish import upsert_comment
 from cpci.github.rules import parse_rules
 from cpci.schema import FlakeTest
 from tests.github.fake_github import FakeGitHub
-from tests.github.reports import drift, flaky_evidence, report, verdict
+from tests.github.pull_reports import drift, flaky_evidence, report, verdict
 
 #: A CommonMark code span: a backtick run, then anything up to a run of the same length.
 CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)")
