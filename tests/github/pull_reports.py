@@ -38,27 +38,30 @@ def verdict(name: str, kind: str = "new_failure", **fields: Any) -> ConfigVerdic
     return ConfigVerdict(**values)
 
 
-def flaky_evidence() -> FlakinessAssessment:
+def flaky_evidence(**fields: Any) -> FlakinessAssessment:
+    """A flaky config's assessment (8 failures in 20 runs), with `fields` replaced."""
     run = RunLink(
         ci_run_id="991",
         ci_attempt=1,
         commit="c" * 40,
         url="https://github.com/acme/attn/actions/runs/991/attempts/1",
     )
-    return FlakinessAssessment(
-        flaky=True,
-        reason="flip rate 0.40 over 20 runs; its 95% lower bound 0.21 is at least "
+    values: dict[str, Any] = {
+        "flaky": True,
+        "reason": "flip rate 0.40 over 20 runs; its 95% lower bound 0.21 is at least "
         "the threshold 0.10",
-        runs=20,
-        passes=12,
-        failures=8,
-        flips=8,
-        flip_rate=0.4,
-        lower_bound=0.21,
-        effective_runs=18.0,
-        same_commit=[],
-        failing_runs=[run],
-    )
+        "runs": 20,
+        "passes": 12,
+        "failures": 8,
+        "flips": 8,
+        "flip_rate": 0.4,
+        "lower_bound": 0.21,
+        "effective_runs": 18.0,
+        "same_commit": [],
+        "failing_runs": [run],
+    }
+    values.update(fields)
+    return FlakinessAssessment(**values)
 
 
 def report(

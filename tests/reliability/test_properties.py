@@ -29,6 +29,7 @@ from cpci.server.analysis.verdicts import (
     decide,
     state_of,
 )
+from tests.github.pull_reports import flaky_evidence
 
 MESSAGES = st.sampled_from(
     [
@@ -55,20 +56,7 @@ HEADS = st.lists(RESULTS, min_size=1, max_size=4)
 
 def assessment(flaky: bool, failures: int, trials: int) -> FlakinessAssessment:
     record = FlakeRecord(failures=min(failures, trials), trials=trials)
-    return FlakinessAssessment(
-        flaky=flaky,
-        reason="generated",
-        runs=10,
-        passes=5,
-        failures=5,
-        flips=3,
-        flip_rate=0.3,
-        lower_bound=0.1,
-        effective_runs=9.0,
-        same_commit=[],
-        failing_runs=[],
-        record=record,
-    )
+    return flaky_evidence(flaky=flaky, record=record)
 
 
 KNOWN = st.none() | st.builds(assessment, st.booleans(), st.integers(0, 40), st.integers(0, 40))
