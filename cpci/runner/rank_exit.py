@@ -1,8 +1,9 @@
-"""How a rank's process ended: the `rank-N.exit` file its shim writes and the parent reads.
+"""How a rank's process ended: the `rank-N.exit` file its launcher writes and the parent reads.
 
-torchrun reports rank exit codes only as text on its own stderr, so the shim (see
-`cpci.runner.shim`) records its child's exit in this file. Standard library only: the shim
-imports it on every rank's launch.
+torchrun reports rank exit codes only as text on its own stderr, so under torchrun the shim (see
+`cpci.runner.shim`) records its child's exit in this file; under the fork launcher the parent's
+watcher of the forked ranks does (`cpci.runner.launchers.ForkedRanks`). Standard library only:
+the shim imports it on every rank's launch.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 
 @dataclass(frozen=True)
 class RankExit:
-    """What the shim saw when the rank's worker process ended."""
+    """What the rank's launcher saw when the rank's worker process ended."""
 
     rank: int
     pid: int
@@ -45,8 +46,8 @@ class HowItEnded:
     """The parent's reading of a rank's exit: one line for people, and what it means."""
 
     message: str
-    t: float | None  # when the shim saw it end
-    stopped: bool = False  # torchrun stopped it because another rank had ended
+    t: float | None  # when its launcher saw it end
+    stopped: bool = False  # its launcher stopped it because another rank had ended
     recorded: bool = True
 
 
@@ -59,7 +60,7 @@ def how_it_ended(path: Path) -> HowItEnded:
         )
     rank, pid, t = ended.rank, ended.pid, ended.t
     if ended.signal == "SIGTERM":
-        message = f"rank {rank} was stopped by torchrun (SIGTERM) after another rank ended"
+        message = f"rank {rank} was stopped (SIGTERM) after another rank ended"
         return HowItEnded(message, t, stopped=True)
     if ended.signal is not None:
         return HowItEnded(f"rank {rank} was killed by {ended.signal} (pid {pid})", t)

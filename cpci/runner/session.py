@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cpci.runner import durations_source, sharding
+from cpci.runner import durations_source, launchers, sharding
 from cpci.runner.agreement import local_outcome
 from cpci.runner.delivery import Delivery, skipped_record
 from cpci.runner.planning import (
@@ -153,6 +153,12 @@ class BatchedSession:
             invocation_dir=str(self.config.invocation_params.dir),
             collect_args=self._collect_args(),
             start_timeout_s=max(120.0, self.settings.timeout),
+            launcher=launchers.for_session(
+                self.config,
+                self.settings.launcher,
+                [spec.path for spec in self.specs.values()],
+                self._run_dir,
+            ),
         )
         self._scheduler = Scheduler(
             self.groups,

@@ -16,6 +16,7 @@ from typing import Any, Literal, TypeVar, get_args
 import pytest
 
 from cpci.runner.durations_source import DurationsSource, parse_source
+from cpci.runner.launchers import LAUNCHER_NAMES, LauncherName
 from cpci.runner.protocol import Backend
 from cpci.runner.testcases import TESTCASES_SETTINGS, TestcasesSetting
 from cpci.shard_spec import parse_shard
@@ -213,6 +214,18 @@ OPTIONS: tuple[Option, ...] = (
         ini="cpci_testcases",
         metavar="{off,shared}",
     ),
+    Option(
+        "launcher",
+        "--cpci-launcher",
+        "how a world's ranks start: fork them from one preloaded interpreter per session "
+        "(torch, pytest and the test modules' imports loaded once; falls back to torchrun with a "
+        "warning where forking is unsafe), or start each world with torchrun",
+        _one_of(LAUNCHER_NAMES),
+        "fork",
+        env="CPCI_LAUNCHER",
+        ini="cpci_launcher",
+        metavar="{fork,torchrun}",
+    ),
 )
 
 
@@ -235,6 +248,7 @@ class RunnerSettings:
     plan_only: bool
     keep_worlds: bool = False
     testcases: TestcasesSetting = "off"
+    launcher: LauncherName = "fork"
 
 
 def add_options(parser: pytest.Parser) -> None:

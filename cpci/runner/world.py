@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,8 +22,8 @@ from typing import Literal
 from cpci.runner import nccl_diagnostics
 from cpci.runner.feed import LOOKAHEAD, FeedWriter
 from cpci.runner.journal import JournalReader
+from cpci.runner.launchers import Launcher, Ranks
 from cpci.runner.planning import ConfigSpec, Group
-from cpci.runner.processes import kill_tree
 from cpci.runner.protocol import (
     AgreedRecord,
     Begin,
@@ -58,6 +56,8 @@ class WorldLaunch:
     start_timeout_s: float
     collect_args: list[str] | None = None
     env: dict[str, str] = field(default_factory=dict)
+    #: The session's launcher, shared by its worlds (a fallback to torchrun holds for all).
+    launcher: Launcher = field(default_factory=lambda: Launcher("torchrun"))
 
 
 @dataclass
@@ -109,7 +109,7 @@ class World:
         self.fed: list[int] = []  # plan indices, in feed order
         self.started_s: float | None = None  # launch to the first config, once known
         self._take = take
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._ranks: Ranks | None = None
 
     def run(self, on_outcome: OutcomeSink) -> WorldResult:
         self.dir.path.mkdir(parents=True)
@@ -118,12 +118,12 @@ class World:
         watch = _Watch(self.dir, self.world_size)
         self._feed(feed, watch)  # the first entries are there before any rank looks
         launched = time.time()
-        self._proc = self._start()
+        self._ranks = self._start()
         failure: WorldFailure | None = None
         try:
             while True:
                 # Look before draining: whatever the world wrote before it exited is then read.
-                exited = self._proc.poll() is not None
+                exited = self._ranks.poll()
                 self._drain(watch, launched, on_outcome)
                 if exited:
                     break
@@ -168,9 +168,8 @@ class World:
 
     def kill(self) -> None:
         """Kill the world's whole process tree (safe to call twice, from any thread)."""
-        if self._proc is not None and self._proc.poll() is None:
-            kill_tree(self._proc.pid)
-            self._proc.wait()
+        if self._ranks is not None:
+            self._ranks.kill()
 
     def _write_plan(self) -> None:
         plan = WorldPlan(
@@ -187,32 +186,12 @@ class World:
         )
         self.dir.plan.write_text(plan.model_dump_json())
 
-    def _start(self) -> subprocess.Popen[bytes]:
+    def _start(self) -> Ranks:
         env = {**os.environ, **self.launch.env, "CPCI_OWNER_PID": str(os.getpid())}
         env.update(nccl_diagnostics.world_env(self.dir.path, env))
         env.setdefault("OMP_NUM_THREADS", "1")  # also silences torchrun's banner about it
         env.setdefault("PYTHONUNBUFFERED", "1")
-        command = [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            f"--nproc-per-node={self.world_size}",
-            "--max-restarts=0",
-            "--monitor-interval=0.05",
-            "-m",
-            "cpci.runner.shim",
-            str(self.dir.path),
-        ]
-        with open(self.dir.torchrun_log, "wb") as log:
-            return subprocess.Popen(
-                command,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=env,
-                start_new_session=True,
-            )
+        return self.launch.launcher.start(self.dir, self.world_size, env)
 
     def _check_deadlines(self, watch: _Watch, launched: float) -> WorldFailure | None:
         now = time.time()
@@ -274,7 +253,7 @@ class World:
         return {rank: f.read_text(errors="replace") for rank, f in files.items()}
 
     def _crash(self, watch: _Watch) -> WorldFailure:
-        assert self._proc is not None
+        assert self._ranks is not None
         current = watch.in_flight()
         culprit = None if current is None else current[0]
         exits = {r: how_it_ended(self.dir.exit(r)) for r in range(self.world_size)}
@@ -288,7 +267,7 @@ class World:
             detail = f"{message}\n--- end of rank-{rank}.log ---\n{tail}"
             errors.append(rank_error(rank, "world", detail, message))
         # The rank that failed first leads (its own failure in the config, or its death); those
-        # torchrun stopped afterwards follow.
+        # stopped afterwards (by torchrun, or by the fork launcher) follow.
         failed_at = watch.failed_at(culprit)
         for rank, ended in exits.items():
             if ended.t is not None and not ended.stopped:
@@ -296,11 +275,10 @@ class World:
         errors = first_failing_first(errors, failed_at)
         reason = errors[0].message
         if not any(ended.recorded for ended in exits.values()):
-            tail = _tail(self.dir.torchrun_log)
-            reason = f"torchrun exited with code {self._proc.returncode} before any rank ran"
-            errors.append(
-                world_note("world", reason, f"{reason}\n--- end of torchrun.log ---\n{tail}")
-            )
+            how, log = self._ranks.ended()
+            reason = f"{how} before any rank ran"
+            detail = f"{reason}\n--- end of {log.name} ---\n{_tail(log)}"
+            errors.append(world_note("world", reason, detail))
         return WorldFailure("crashed", culprit, self._elapsed(watch, culprit), errors, reason)
 
     @staticmethod

@@ -21,7 +21,7 @@ def test_a_signal_is_recorded_by_name_and_read_back(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("returncode", "message", "stopped"),
     [
-        (-15, "rank 0 was stopped by torchrun (SIGTERM) after another rank ended", True),
+        (-15, "rank 0 was stopped (SIGTERM) after another rank ended", True),
         (3, "rank 0 exited with code 3 (pid 7)", False),
     ],
 )

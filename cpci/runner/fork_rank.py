@@ -1,0 +1,109 @@
+"""A rank forked from the session's preloaded interpreter (the fork launcher's entry point).
+
+The fork server (`cpci.runner.launchers.ForkLauncher`) has torch, pytest, cpci's rank side and
+the suite's test modules' imports loaded already; this function, run in the forked child, makes
+the child look like a rank torchrun started (its environment, its output in `rank-N.log`, its
+own session), ties its life to the pytest process that owns the world, and runs the worker.
+
+Forking is only safe while CUDA is untouched. A rank that finds CUDA initialised in the state it
+inherited (a preloaded module used the GPU at import time) exits at once with `UNSAFE_FORK_EXIT`
+and says why in its log; the parent then falls back to torchrun for the rest of the session.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import io
+import os
+import select
+import signal
+import sys
+import threading
+from pathlib import Path
+
+#: The exit code of a forked rank that refused to run because forking was unsafe (75, EX_TEMPFAIL:
+#: the same world would run if started afresh, as torchrun does).
+UNSAFE_FORK_EXIT = 75
+_PR_SET_PDEATHSIG = 1
+
+
+def unsafe_fork_reason() -> str | None:
+    """Why this forked process must not use torch, or None when it may.
+
+    CUDA cannot be used in a child forked after CUDA was initialised (torch marks such a child
+    "in bad fork" and raises on the first CUDA call; an NCCL world would hang instead).
+    """
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    cuda = torch.cuda
+    if cuda._is_in_bad_fork():
+        return "torch reports a bad fork: CUDA was initialised in the process this rank forked from"
+    # `is_initialized()` is False in a bad fork by design; the flag says what the parent did.
+    if getattr(cuda, "_initialized", False):
+        return "CUDA was initialised in the process this rank forked from"
+    return None
+
+
+def main(world_dir: str, rank: int, env: dict[str, str]) -> None:
+    """Become rank `rank` of the world in `world_dir`, with torchrun's environment `env`."""
+    _redirect_output(Path(world_dir) / f"rank-{rank}.log")
+    os.setsid()  # like torchrun's ranks: a ^C at the terminal goes to the parent, not to us
+    _die_with_owner(int(env["CPCI_OWNER_PID"]))
+    why = unsafe_fork_reason()
+    if why is not None:
+        print(
+            f"cpci: rank {rank} refused to run: {why}; exiting with code {UNSAFE_FORK_EXIT} so "
+            "the runner falls back to torchrun",
+            file=sys.stderr,
+            flush=True,
+        )
+        os._exit(UNSAFE_FORK_EXIT)
+    os.environ.clear()
+    os.environ.update(env)
+    threads = env.get("OMP_NUM_THREADS")
+    if threads and threads.isdigit():
+        import torch
+
+        torch.set_num_threads(int(threads))  # torch read the variable before it was set
+    from cpci.runner.worker import main as run_worker
+    from cpci.runner.world_dir import WorldDir
+
+    sys.exit(run_worker(WorldDir(Path(world_dir))))
+
+
+def _redirect_output(log: Path) -> None:
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    for target in (1, 2):
+        os.dup2(fd, target)
+    os.close(fd)
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(line_buffering=True, write_through=True)
+
+
+def _die_with_owner(owner_pid: int) -> None:
+    """End this rank (and what it started) when the pytest process that owns it is gone.
+
+    The kernel's parent-death signal covers the fork server (our parent), which exits with its
+    owner; a watch on the owner itself also ends the rank's own children first.
+    """
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass  # not Linux: the owner watch below still applies
+    try:
+        owner = os.pidfd_open(owner_pid)
+    except ProcessLookupError:
+        os._exit(1)  # gone before we started: nobody is waiting for this rank
+    except (AttributeError, OSError):
+        return  # no pidfd (old kernel): the parent-death signal still applies
+
+    def watch() -> None:
+        select.select([owner], [], [])
+        from cpci.runner.processes import kill_tree
+
+        kill_tree(os.getpid())
+
+    threading.Thread(target=watch, name="cpci-owner-watch", daemon=True).start()

@@ -1,0 +1,104 @@
+"""What the fork launcher's server imports once, so that each forked rank starts warm.
+
+Imported by the multiprocessing fork server (`set_forkserver_preload`) when it starts, with the
+session's `PreloadSpec` in the environment variable `CPCI_PRELOAD`. It imports torch, pytest,
+cpci's rank side, the installed pytest plugins, and each test file the ranks will collect (with
+its conftests), then drops the
+test modules and conftests from `sys.modules` again: a rank's pytest imports them afresh, with
+assertion rewriting, cheaply, as everything they import is loaded.
+
+It must never raise (the fork server dies on anything but an ImportError) and never initialise
+CUDA or run a torch op, or forking would not be safe (`cpci.runner.fork_rank` checks). A test
+module that fails to import here is left to fail in the rank, where pytest reports it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import warnings
+from pathlib import Path
+
+from pydantic import BaseModel
+
+#: The environment variable the fork server finds its `PreloadSpec` in.
+PRELOAD_ENV = "CPCI_PRELOAD"
+
+
+class PreloadSpec(BaseModel):
+    """What the fork server imports, and how pytest would import it."""
+
+    files: list[str]  # the test files the ranks collect
+    rootdir: str
+    importmode: str = "prepend"
+    sys_path: list[str]  # the parent's (Python 3.11's fork server does not apply it)
+    log: str  # where the fork server's own output goes
+
+
+def preload(spec: PreloadSpec) -> None:
+    """Import the rank side and the test files' dependencies; never raises."""
+    sys.path[:] = list(dict.fromkeys([*spec.sys_path, *sys.path]))
+    for module in ("torch", "torch.distributed", "pytest", "cpci.runner.worker"):
+        with contextlib.suppress(BaseException):
+            __import__(module)
+    _import_pytest_plugins()
+    before = set(sys.modules)
+    root = Path(spec.rootdir)
+    for path in [*_conftests(spec.files, root), *spec.files]:
+        with contextlib.suppress(BaseException), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _import(Path(path), root, spec.importmode)
+    test_files = {str(Path(f).resolve()) for f in spec.files}
+    for name in set(sys.modules) - before:
+        file = getattr(sys.modules[name], "__file__", None) or ""
+        if file and (Path(file).name == "conftest.py" or str(Path(file).resolve()) in test_files):
+            del sys.modules[name]
+
+
+def _import_pytest_plugins() -> None:
+    """Import the installed pytest plugins (`pytest11` entry points): most of a rank's pytest
+    start-up. Imported here, their asserts are not rewritten (pytest's warning about it is
+    silenced in the ranks); a test module's own asserts still are."""
+    from importlib.metadata import entry_points
+
+    for entry in entry_points(group="pytest11"):
+        with contextlib.suppress(BaseException), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            entry.load()
+
+
+def _conftests(files: list[str], root: Path) -> list[str]:
+    """The conftest.py files pytest would load for `files`, outermost first, each once."""
+    found: dict[str, None] = {}
+    for file in files:
+        directory = Path(file).resolve().parent
+        chain = [d for d in [directory, *directory.parents] if d == root or d.is_relative_to(root)]
+        for d in reversed(chain):
+            if (d / "conftest.py").is_file():
+                found[str(d / "conftest.py")] = None
+    return list(found)
+
+
+def _import(path: Path, root: Path, importmode: str) -> None:
+    from _pytest.pathlib import import_path
+
+    import_path(path, mode=importmode, root=root, consider_namespace_packages=False)
+
+
+def _from_environment() -> None:
+    text = os.environ.get(PRELOAD_ENV)
+    if not text:
+        return
+    try:
+        spec = PreloadSpec.model_validate_json(text)
+        fd = os.open(spec.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(fd)
+        preload(spec)
+    except BaseException:  # the fork server must live on; the ranks will report the error
+        pass
+
+
+_from_environment()

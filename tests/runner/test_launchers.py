@@ -1,0 +1,133 @@
+"""Forked ranks look like torchrun's, keep pytest's assertion rewriting, and fall back to torchrun
+where forking is unsafe."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cpci.runner.fork_rank import UNSAFE_FORK_EXIT
+from tests.runner.helpers import by_nodeid, results, run_pytest, worlds_started
+
+ENV_SUITE = """
+import json, os
+import pytest
+
+def f():
+    return 2
+
+@pytest.mark.cpci(world_size=2)
+def test_env(cpci_dist):
+    with open(os.path.join(os.environ["MARKS"], f"env-{cpci_dist.rank}.json"), "w") as out:
+        json.dump(dict(os.environ), out)
+
+@pytest.mark.cpci(world_size=2)
+def test_rewritten(cpci_dist):
+    assert f() == 1
+"""
+
+#: What torchrun's agent gives a worker (torch/distributed/elastic/agent/server): the fork
+#: launcher gives the same.
+AGENT_VARS = (
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",
+    "GROUP_WORLD_SIZE",
+    "ROLE_RANK",
+    "ROLE_WORLD_SIZE",
+    "ROLE_NAME",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "TORCHELASTIC_RUN_ID",
+    "TORCHELASTIC_RESTART_COUNT",
+    "TORCHELASTIC_MAX_RESTARTS",
+    "TORCHELASTIC_USE_AGENT_STORE",
+    "CUDA_VISIBLE_DEVICES",
+    "OMP_NUM_THREADS",
+)
+
+
+def _rank_env(tmp_path: Path, launcher: str) -> list[dict[str, str]]:
+    marks = tmp_path / launcher
+    marks.mkdir()
+    result = run_pytest(
+        tmp_path,
+        "--cpci-results=r.jsonl",
+        f"--cpci-launcher={launcher}",
+        env={"MARKS": str(marks), "CUDA_VISIBLE_DEVICES": ""},
+    )
+    result.assert_outcomes(passed=1, failed=1)
+    failed = by_nodeid(results(tmp_path / "r.jsonl"))["test_env_suite.py::test_rewritten"]
+    assert "where 2 = f()" in failed["rank_errors"][0]["detail"]  # pytest rewrote the module
+    return [json.loads((marks / f"env-{rank}.json").read_text()) for rank in range(2)]
+
+
+def test_forked_ranks_get_torchruns_environment_and_rewritten_asserts(tmp_path: Path) -> None:
+    (tmp_path / "test_env_suite.py").write_text(ENV_SUITE)
+    forked = _rank_env(tmp_path, "fork")
+    started = _rank_env(tmp_path, "torchrun")
+    for rank in range(2):
+        mine = {k: forked[rank].get(k) for k in AGENT_VARS}
+        theirs = {k: started[rank].get(k) for k in AGENT_VARS}
+        for differs in ("MASTER_PORT", "TORCHELASTIC_RUN_ID", "MASTER_ADDR"):
+            assert mine.pop(differs), differs  # set on both, per world
+            assert theirs.pop(differs), differs
+        assert mine == theirs
+        assert forked[rank]["RANK"] == forked[rank]["LOCAL_RANK"] == str(rank)
+
+
+UNSAFE_SUITE = """
+import os
+import pytest
+import torch
+
+# What a module that touches the GPU at import leaves behind, torch's own flag that CUDA is
+# initialised in this process, set where this machine (which may have no GPU) would not mind:
+# in the fork server (no RANK yet), not in a rank of its own as torchrun starts them.
+if "RANK" not in os.environ:
+    torch.cuda._initialized = True
+
+@pytest.mark.cpci(world_size=2)
+@pytest.mark.parametrize("i", range(2))
+def test_step(i, cpci_dist):
+    pass
+"""
+
+
+def test_a_fork_server_with_cuda_initialised_falls_back_to_torchrun_once(tmp_path: Path) -> None:
+    (tmp_path / "test_unsafe.py").write_text(UNSAFE_SUITE)
+    (tmp_path / "tmp").mkdir()
+    result = run_pytest(
+        tmp_path,
+        "--cpci-results=r.jsonl",
+        "--cpci-launcher=fork",
+        "--cpci-batch-size=1",
+        env={"CPCI_KEEP_WORLDS": "1", "TMPDIR": str(tmp_path / "tmp")},
+    )
+    result.assert_outcomes(passed=2)
+    assert worlds_started(result.stdout.str()) == 2  # the refused world restarted in place
+    out = result.stdout.str()
+    why = "CUDA was initialised in the process this rank forked from"
+    fallback = [line for line in out.splitlines() if line.startswith("cpci: --cpci-launcher")]
+    assert len(fallback) == 1, out
+    assert "falling back to torchrun for the rest of the session" in fallback[0]
+    assert why in fallback[0]
+    assert "PytestLauncherWarning" in out  # in pytest's warnings summary
+    first, second = sorted((tmp_path / "tmp").glob("cpci-run-*/world-*"))
+    # The first world's ranks refused (the code is in their log), then torchrun ran it.
+    assert f"exiting with code {UNSAFE_FORK_EXIT}" in (first / "rank-0.log").read_text()
+    assert (first / "torchrun.log").exists()
+    assert (second / "torchrun.log").exists()  # the rest of the session: torchrun from the start
+    assert "refused" not in (second / "rank-0.log").read_text()
+    assert [r["outcome"] for r in results(tmp_path / "r.jsonl")] == ["passed", "passed"]
+
+
+@pytest.mark.parametrize("launcher", ["fork", "torchrun"])
+def test_an_unknown_launcher_is_a_usage_error(tmp_path: Path, launcher: str) -> None:
+    result = run_pytest(tmp_path, f"--cpci-launcher={launcher}x")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--cpci-launcher must be one of fork, torchrun" in result.stderr.str()
