@@ -15,8 +15,9 @@ class RunStats:
     started_at: float = field(default_factory=time.monotonic)
     done: int = 0
     failed: int = 0
-    worlds: int = 0
-    respawns: int = 0
+    worlds: int = 0  # worlds that ended
+    running: int = 0  # worlds running now
+    respawns: int = 0  # fresh worlds that took the rest of a dead world's queue
     init_s: float = 0.0
     test_s: float = 0.0
     crashed: list[str] = field(default_factory=list)
@@ -34,7 +35,7 @@ class RunStats:
             return (
                 f"cpci: {self.done}/{self.total} configs done, {self.failed} failed, "
                 f"{len(self.not_run)} not run, {left} left, "
-                f"elapsed {_clock(elapsed)}, ETA {eta}"
+                f"elapsed {_clock(elapsed)}, ETA {eta}, {self.running} world(s) running"
             )
 
     def summary_lines(self) -> list[str]:

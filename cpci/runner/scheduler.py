@@ -80,6 +80,7 @@ class Scheduler:
         stats: RunStats,
     ) -> None:
         self._queues = [_Queue(g, deque(range(len(g.configs)))) for g in groups if g.configs]
+        self._index = {c.nodeid: i for g in groups for i, c in enumerate(g.configs)}  # plan index
         self._reruns: deque[_Rerun] = deque()
         self._launch = launch
         self._slots = slots
@@ -199,6 +200,8 @@ class Scheduler:
     ) -> None:
         group = queue.group
         failure = result.failure
+        if failure is not None and failure.culprit is not None:
+            self._ended_world(group, world, world_no, 1, failure.culprit, failure)
         with self._lock:
             queue.queued.extendleft(reversed(result.unfinished()))  # in their order, at the front
             queue.fruitless = 0 if result.progressed else queue.fruitless + 1
@@ -209,10 +212,8 @@ class Scheduler:
             self._lock.notify_all()
         if failure is None:
             return
-        if failure.culprit is not None:
-            self._ended_world(group, world, world_no, 1, failure.culprit, failure)
         if give_up:
-            why = _give_up_reason(queue.fruitless, self._max_respawns, failure, result)
+            why = _give_up_reason(queue.fruitless, self._max_respawns, failure)
             for index in stranded:
                 self._not_run(group, group.configs[index], world_no, 1, *why, log=True)
         elif queue.queued:
@@ -237,8 +238,7 @@ class Scheduler:
 
         def on_outcome(spec: ConfigSpec, agreed: AgreedRecord) -> None:
             where = _where(group, world_no, attempt, world.started_s)
-            index = group.configs.index(spec)
-            ran = _attempt(of_agreed(spec, agreed, where), world, index)
+            ran = self._attempt(of_agreed(spec, agreed, where), world, agreed.index)
             attempts[spec.nodeid] = self._settled(group, ran, log)
             with self.stats.lock:
                 self.stats.test_s += agreed.duration_s
@@ -246,7 +246,13 @@ class Scheduler:
         try:
             if self._stopping.is_set():
                 return WorldResult(None, 0.0, set(), None), attempts
-            result = world.run(on_outcome)
+            with self.stats.lock:
+                self.stats.running += 1
+            try:
+                result = world.run(on_outcome)
+            finally:
+                with self.stats.lock:
+                    self.stats.running -= 1
         finally:
             with self._lock:
                 self._live.discard(world)
@@ -254,6 +260,15 @@ class Scheduler:
             self.stats.worlds += 1
             self.stats.init_s += result.started_s or 0.0
         return result, attempts
+
+    def _attempt(self, ran: Delivery, world: World, index: int) -> Attempt:
+        """An attempt, shared if its world was fed others, with the configs its world ran before
+        it when a rerun may replay them (kept for failures only: a world may run thousands)."""
+        shared = len(world.fed) > 1
+        if not self._policy.wants_rerun(ran.record, shared):
+            return Attempt(ran, [], shared)
+        before = world.fed[: world.fed.index(index)]
+        return Attempt(ran, [world.configs[i] for i in before], shared)
 
     def _settled(self, group: Group, ran: Attempt, log: bool) -> Attempt:
         """Report a first-pass result at once: final, unless it is to be rerun."""
@@ -284,7 +299,7 @@ class Scheduler:
                 kind.append(spec.nodeid)
         where = _where(group, world_no, attempt, world.started_s)
         ended = of_ended_world(spec, failure, where)
-        return self._settled(group, _attempt(ended, world, culprit), log)
+        return self._settled(group, self._attempt(ended, world, culprit), log)
 
     def _not_run(
         self,
@@ -330,7 +345,7 @@ class Scheduler:
         try:
             final = settle(first, self._policy, run, self._send)
         except Exception as exc:  # never leave pytest waiting for a result that cannot come
-            self._give_up(group, [group.configs.index(spec)], f"cpci scheduler error: {exc!r}")
+            self._give_up(group, [self._index[spec.nodeid]], f"cpci scheduler error: {exc!r}")
             return
         record = final.record
         with self.stats.lock:
@@ -348,7 +363,7 @@ class Scheduler:
         Nothing is sent: the caller decides what each attempt means. A config the world never
         began is `not_run`, with why; none at all when the session is ending.
         """
-        order: Iterator[int] = iter([group.configs.index(s) for s in specs])
+        order: Iterator[int] = iter([self._index[s.nodeid] for s in specs])
         queue = next(q for q in self._queues if q.group is group)
         env, release = self._slots.acquire(group.world_size)
         try:
@@ -377,28 +392,20 @@ class Scheduler:
         return ran
 
 
-def _attempt(ran: Delivery, world: World, index: int) -> Attempt:
-    """An attempt and the configs its world ran before it; shared if its world was fed others."""
-    before = world.fed[: world.fed.index(index)]
-    return Attempt(ran, [world.configs[i] for i in before], shared=len(world.fed) > 1)
-
-
 def _where(group: Group, world_no: int, attempt: int, start_s: float | None = None) -> Where:
     info = BatchInfo(index=group.index, world=world_no, size=len(group.configs), start_s=start_s)
     return Where(attempt=attempt, backend=group.backend, batch=info)
 
 
-def _give_up_reason(
-    fruitless: int, max_respawns: int, failure: WorldFailure, result: WorldResult
-) -> tuple[str, str]:
-    """(message, detail) for the configs left when a group gives up."""
-    if result.started_s is None and failure.culprit is None:
-        last = f"world start-up failed: {failure.reason}"
-    else:
-        last = f"its last world ended: {failure.reason}"
-    worlds = "world" if fruitless == 1 else f"{fruitless} worlds in a row"
+def _give_up_reason(fruitless: int, max_respawns: int, failure: WorldFailure) -> tuple[str, str]:
+    """(message, detail) for the configs left when a group gives up.
+
+    Its last world, like those before it, ended before finishing or being blamed for a config:
+    a rank died or hung before the first config was done, which is a start-up failure.
+    """
+    worlds = "its world" if fruitless == 1 else f"{fruitless} worlds in a row"
     message = (
-        f"{last} ({worlds} ended without running a config; "
+        f"world start-up failed: {failure.reason} ({worlds} ended without running a config; "
         f"--cpci-max-respawns {max_respawns}: the group gave up)"
     )
     detail = "\n".join(e.detail or e.message for e in failure.errors)

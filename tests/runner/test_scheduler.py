@@ -51,4 +51,6 @@ def test_several_worlds_at_once_with_progress_lines(pytester: pytest.Pytester) -
     )
     result.assert_outcomes(passed=3)
     assert worlds_started(result.stdout.str()) == 3
-    result.stdout.fnmatch_lines(["cpci: */3 configs done, 0 failed, * left, elapsed *, ETA *"])
+    result.stdout.fnmatch_lines(
+        ["cpci: */3 configs done, 0 failed, * left, elapsed *, ETA *, [12] world(s) running"]
+    )
