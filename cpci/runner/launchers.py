@@ -39,7 +39,7 @@ from typing import Any, Literal, NamedTuple, Protocol, get_args
 import pytest
 
 from cpci.runner.fork_rank import UNSAFE_FORK_EXIT
-from cpci.runner.preload import PRELOAD_ENV, PreloadSpec
+from cpci.runner.preload import PRELOAD_ENV, PreloadSpec, autoloaded_plugins
 from cpci.runner.processes import kill_tree
 from cpci.runner.rank_exit import RankExit
 from cpci.runner.world_dir import WorldDir
@@ -353,6 +353,7 @@ def for_session(
 
     preload = PreloadSpec(
         files=list(dict.fromkeys(test_files)),
+        plugins=autoloaded_plugins(config),
         rootdir=str(config.rootpath),
         importmode=str(getattr(config.option, "importmode", None) or "prepend"),
         sys_path=list(sys.path),

@@ -20,6 +20,7 @@ import sys
 import warnings
 from pathlib import Path
 
+import pytest
 from pydantic import BaseModel
 
 #: The environment variable the fork server finds its `PreloadSpec` in.
@@ -30,6 +31,7 @@ class PreloadSpec(BaseModel):
     """What the fork server imports, and how pytest would import it."""
 
     files: list[str]  # the test files the ranks collect
+    plugins: list[str]  # the modules of the pytest plugins the ranks' pytest loads itself
     rootdir: str
     importmode: str = "prepend"
     sys_path: list[str]  # the parent's (Python 3.11's fork server does not apply it)
@@ -42,7 +44,10 @@ def preload(spec: PreloadSpec) -> None:
     for module in ("torch", "torch.distributed", "pytest", "cpci.runner.worker"):
         with contextlib.suppress(BaseException):
             __import__(module)
-    _import_pytest_plugins()
+    for module in spec.plugins:
+        with contextlib.suppress(BaseException), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            __import__(module)
     before = set(sys.modules)
     root = Path(spec.rootdir)
     for path in [*_conftests(spec.files, root), *spec.files]:
@@ -56,16 +61,17 @@ def preload(spec: PreloadSpec) -> None:
             del sys.modules[name]
 
 
-def _import_pytest_plugins() -> None:
-    """Import the installed pytest plugins (`pytest11` entry points): most of a rank's pytest
-    start-up. Imported here, their asserts are not rewritten (pytest's warning about it is
-    silenced in the ranks); a test module's own asserts still are."""
+def autoloaded_plugins(config: pytest.Config) -> list[str]:
+    """The modules of the installed pytest plugins (`pytest11` entry points) the ranks' pytest
+    loads: importing them is most of a rank's pytest start-up. Those the session blocks
+    (`-p no:NAME`, PYTEST_DISABLE_PLUGIN_AUTOLOAD) stay out. Preloaded, their asserts are not
+    rewritten (pytest's warning about it is silenced in the ranks); a test module's still are."""
     from importlib.metadata import entry_points
 
-    for entry in entry_points(group="pytest11"):
-        with contextlib.suppress(BaseException), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            entry.load()
+    if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
+        return []
+    blocked = config.pluginmanager.is_blocked
+    return [e.module for e in entry_points(group="pytest11") if not blocked(e.name)]
 
 
 def _conftests(files: list[str], root: Path) -> list[str]:

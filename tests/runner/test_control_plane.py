@@ -23,16 +23,20 @@ def test_b_finds_a_live_default_group(cpci_dist):
     dist.all_reduce(out)
     assert out.item() == 2
 
+OWN = []
+
 @pytest.mark.cpci(world_size=2)
 def test_c_makes_its_own_group_and_rank_1_fails(cpci_dist):
     dist.destroy_process_group()
     store = dist.FileStore(os.environ["SHARED_STORE"], 2)
     dist.init_process_group("gloo", store=store, rank=cpci_dist.rank, world_size=2)
+    OWN.append(dist.group.WORLD)
     dist.barrier()
     assert cpci_dist.rank == 0, "rank 1 disagrees"
 
 @pytest.mark.cpci(world_size=2)
-def test_d_runs_after_a_foreign_group(cpci_dist):
+def test_d_runs_in_cpcis_group_again(cpci_dist):
+    assert OWN and dist.group.WORLD is not OWN[0]  # the config's own group was replaced
     dist.barrier()
 """
 
