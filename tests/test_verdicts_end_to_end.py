@@ -19,14 +19,12 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlmodel import Session
 
 from cpci.server import Settings, create_app
 from cpci.server.core.db import create_db_engine
-from cpci.server.core.migrate import upgrade
-from cpci.server.crud.tokens import create_token
 from tests.live_server import serve
 from tests.runner.helpers import RANK1_SEGFAULTS
+from tests.server.databases import migrate_with_token
 
 pytest.importorskip("torch")
 
@@ -83,10 +81,7 @@ def service(tmp_path: Path) -> Iterator[tuple[str, str]]:
     """A real service on SQLite; its base URL and a branch-scoped upload token."""
     url = f"sqlite:///{tmp_path}/cpci.db"
     engine = create_db_engine(url)
-    upgrade(engine)
-    with Session(engine) as session:
-        token = create_token(session=session, repository=REPO, scope="branch").token
-        session.commit()
+    token = migrate_with_token(engine, REPO, scope="branch")
     with serve(create_app(Settings(database_url=url), engine=engine)) as base:
         yield base, token
     engine.dispose()

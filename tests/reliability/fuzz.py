@@ -24,15 +24,15 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
+from pydantic import SecretStr
 from schemathesis import GenerationMode, checks
 from schemathesis.core.failures import FailureGroup
-from sqlmodel import Session
 
 from cpci.server import Settings, create_app
 from cpci.server.core.db import create_db_engine
-from cpci.server.core.migrate import upgrade
-from cpci.server.crud.tokens import create_token
-from tests.reliability.service import REPO, make_envelope
+from tests.reliability.service import make_envelope
+from tests.server.databases import migrate_with_token
+from tests.server.service_builders import REPO
 
 WEBHOOK_SECRET = "fuzz-secret"
 CHECKS = [
@@ -46,12 +46,9 @@ def fuzz_app(directory: Path) -> tuple[FastAPI, str]:
     """An app over a migrated SQLite database holding a few runs of REPO, and REPO's token."""
     url = f"sqlite:///{directory / 'fuzz.db'}"
     engine = create_db_engine(url)
-    upgrade(engine)
-    with Session(engine) as session:
-        token = create_token(session=session, repository=REPO, name="fuzz").token
-        session.commit()
+    token = migrate_with_token(engine, name="fuzz")
     engine.dispose()
-    app = create_app(Settings(database_url=url, github_webhook_secret=WEBHOOK_SECRET))
+    app = create_app(Settings(database_url=url, github_webhook_secret=SecretStr(WEBHOOK_SECRET)))
     with TestClient(app) as client:
         for run, pr in (("1", None), ("2", 7)):
             body = make_envelope(run, 0, 1, 5, pull_request=pr).model_dump(mode="json")

@@ -30,13 +30,12 @@ from sqlmodel import Session, col, select
 
 from cpci.schema import RunEnvelope, UploadReceipt
 from cpci.server.core.db import create_db_engine
-from cpci.server.core.migrate import upgrade
-from cpci.server.crud.tokens import create_token
 from cpci.server.devpg import free_port
 from cpci.server.models import Config, Repository, Result, Run, Shard
 from cpci.upload.send import Backoff, deliver, flush
 from cpci.upload.spool import Binding, Spool
 from tests.server import service_builders
+from tests.server.databases import migrate_with_token
 from tests.server.service_builders import REPO
 
 START_DEADLINE_S = 60
@@ -46,13 +45,9 @@ def prepare_database(url: str) -> str:
     """Migrate `url` and return an upload token for REPO."""
     engine = create_db_engine(url)
     try:
-        upgrade(engine)
-        with Session(engine) as session:
-            token = create_token(session=session, repository=REPO, name="reliability").token
-            session.commit()
+        return migrate_with_token(engine, name="reliability")
     finally:
         engine.dispose()
-    return token
 
 
 class Served:

@@ -34,9 +34,10 @@ from cpci.server.core.db import create_db_engine
 from cpci.server.core.migrate import upgrade
 from cpci.server.crud.tokens import create_token
 from cpci.server.models import Config, GitHubDelivery, Repository, Result, Run, Shard
-from tests.reliability.service import REPO, make_envelope, prepare_database
+from tests.reliability.service import make_envelope, prepare_database
 from tests.server.databases import ENGINES, fresh_database
 from tests.server.oidc_keys import AUDIENCE, ISSUER, Keys, jwks_server
+from tests.server.service_builders import REPO
 
 OTHER = "other/repo"
 SECRET = "webhook-secret"

@@ -1,5 +1,6 @@
 """The service tests' databases: both engines, a fresh one per test (copied from a migrated
-template, or empty for migration tests), and the type of the test-client factory fixture.
+template, or empty for migration tests), a migrated one with an upload token (`migrate_with_token`,
+what every live-service test starts from), and the type of the test-client factory fixture.
 
 Fixtures live in `conftest.py`; what a test module imports lives here.
 """
@@ -16,7 +17,13 @@ from typing import Any
 import psycopg
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
+from sqlmodel import Session
+
+from cpci.server.core.migrate import upgrade
+from cpci.server.crud.tokens import create_token
+from tests.server.service_builders import REPO
 
 ENGINES = ("sqlite", "postgresql")
 
@@ -58,6 +65,16 @@ def fresh_database(
 
     request.addfinalizer(drop)
     return make_url(server).set(database=name).render_as_string(hide_password=False)
+
+
+def migrate_with_token(engine: Engine, repository: str = REPO, **token: Any) -> str:
+    """Migrate `engine`'s database to head and create an upload token of `repository` (`token`:
+    `name`, `scope`, as `create_token` takes them); returns the token."""
+    upgrade(engine)
+    with Session(engine) as session:
+        created = create_token(session=session, repository=repository, **token)
+        session.commit()
+    return created.token
 
 
 ClientFactory = Callable[..., TestClient]

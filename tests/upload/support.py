@@ -16,14 +16,12 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy.engine import Engine
-from sqlmodel import Session
 
 from cpci.schema import Outcome, ResultRecord, RunEnvelope, ShardProgress, UploadReceipt
 from cpci.server import Settings, create_app
 from cpci.server.core.db import create_db_engine
-from cpci.server.core.migrate import upgrade
-from cpci.server.crud.tokens import create_token
 from tests.live_server import serve
+from tests.server.databases import migrate_with_token
 
 REPO = "acme/attn"
 Completed = subprocess.CompletedProcess[str]
@@ -49,11 +47,7 @@ class Database:
 def migrated_database(folder: Path) -> Database:
     url = f"sqlite:///{folder / 'cpci.db'}"
     engine = create_db_engine(url)
-    upgrade(engine)
-    with Session(engine) as session:
-        token = create_token(session=session, repository=REPO, name="tests").token
-        session.commit()
-    return Database(engine, url, token)
+    return Database(engine, url, migrate_with_token(engine, name="tests"))
 
 
 @contextmanager

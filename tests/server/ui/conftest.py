@@ -15,14 +15,12 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlmodel import Session
 
 from cpci.server import Settings, create_app
 from cpci.server.core.db import create_db_engine
-from cpci.server.core.migrate import upgrade
-from cpci.server.crud.tokens import create_token
 from tests.live_server import serve
-from tests.server.ui.ui_seed import REPO, seed
+from tests.server.databases import migrate_with_token
+from tests.server.ui.ui_seed import seed
 
 CHROMIUM = os.environ.get("CPCI_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -56,10 +54,7 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The base URL of a seeded service, served by uvicorn over real HTTP."""
     url = f"sqlite:///{tmp_path_factory.mktemp('ui') / 'cpci.db'}"
     engine = create_db_engine(url)
-    upgrade(engine)
-    with Session(engine) as session:
-        token = create_token(session=session, repository=REPO, name="ui").token
-        session.commit()
+    token = migrate_with_token(engine, name="ui")
     app = create_app(Settings(database_url=url), engine=engine)
     try:
         with serve(app) as base:
