@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -54,3 +55,40 @@ def serve_handler(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
         server.shutdown()
         server.server_close()
         thread.join()
+
+
+@dataclass(frozen=True)
+class Request:
+    """A request as a stand-in sees it (header names lower-cased)."""
+
+    method: str
+    path: str
+    headers: Mapping[str, str]
+    body: bytes
+
+
+@contextmanager
+def serve_answers(
+    answer: Callable[[Request], tuple[int, bytes]], content_type: str = "application/json"
+) -> Iterator[str]:
+    """Serve GET and POST on a fresh loopback port with `answer(request) -> (status, body)`;
+    yields the base URL."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def _any(self) -> None:
+            body = self.rfile.read(int(self.headers.get("content-length", 0)))
+            headers = {name.lower(): value for name, value in self.headers.items()}
+            status, out = answer(Request(self.command, self.path, headers, body))
+            self.send_response(status)
+            self.send_header("content-type", content_type)
+            self.send_header("content-length", str(len(out)))
+            self.end_headers()
+            self.wfile.write(out)
+
+        do_GET = do_POST = _any
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    with serve_handler(Handler) as url:
+        yield url

@@ -7,7 +7,6 @@ import json
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import httpx
@@ -17,7 +16,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from sqlalchemy import Engine
 
 from cpci.server import Settings, create_app
-from tests.live_server import serve, serve_handler
+from tests.live_server import Request, serve, serve_answers
 from tests.server.service_builders import REPO
 
 ISSUER = "https://token.actions.githubusercontent.com"
@@ -89,20 +88,11 @@ class Keys:
 def jwks_server(keys: Keys) -> Iterator[str]:
     """Serve `keys`' JWKS on a loopback port; yields its URL."""
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            keys.jwks_requests += 1
-            status, body = (503, b"{}") if keys.down else (200, json.dumps(keys.jwks()).encode())
-            self.send_response(status)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def answer(request: Request) -> tuple[int, bytes]:
+        keys.jwks_requests += 1
+        return (503, b"{}") if keys.down else (200, json.dumps(keys.jwks()).encode())
 
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    with serve_handler(Handler) as url:
+    with serve_answers(answer) as url:
         yield f"{url}/.well-known/jwks"
 
 

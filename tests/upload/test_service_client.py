@@ -4,16 +4,13 @@ PR report that is None until something was uploaded for the PR."""
 
 from __future__ import annotations
 
-from http.server import BaseHTTPRequestHandler
-from typing import Any
-
 import httpx
 import pytest
 
 from cpci.upload.errors import UploadFailed
 from cpci.upload.retry import Backoff
 from cpci.upload.service_client import ServiceClient
-from tests.live_server import loopback_socket, serve_handler
+from tests.live_server import Request, loopback_socket, serve_answers
 from tests.upload.support import REPO, LiveService, envelope, receipt_body
 
 
@@ -92,19 +89,13 @@ def test_an_answer_that_is_not_a_receipt_says_which_url_sent_it() -> None:
     """A proxy's login page answering 201 is not an upload stored: the message names the URL
     and what to check, and it is no retryable "later"."""
 
-    class Proxy(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            self.rfile.read(int(self.headers.get("content-length", 0)))
-            body = b"<html>please log in</html>"
-            self.send_response(201)
-            self.send_header("content-length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def login_page(request: Request) -> tuple[int, bytes]:
+        return 201, b"<html>please log in</html>"
 
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    with serve_handler(Proxy) as url, pytest.raises(UploadFailed) as excinfo:
+    with (
+        serve_answers(login_page, "text/html") as url,
+        pytest.raises(UploadFailed) as excinfo,
+    ):
         ServiceClient(url, "t").upload(envelope())
     message = str(excinfo.value)
     assert message.startswith(f"{url}/api/v1/uploads answered 201 with a body that is not a valid ")

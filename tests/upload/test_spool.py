@@ -11,16 +11,14 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
 from cpci.cli import main
 from cpci.upload.spool import Binding, Spool, default_spool_dir
-from tests.live_server import serve_handler
+from tests.live_server import Request, serve_answers
 from tests.upload.support import (
     REPO,
     LiveService,
@@ -44,20 +42,12 @@ class Recorder:
 def attacker() -> Iterator[tuple[str, Recorder]]:
     recorder = Recorder()
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            self.rfile.read(int(self.headers.get("content-length", 0)))
-            recorder.seen.append({"path": self.path, "auth": self.headers.get("authorization", "")})
-            body = receipt_body()
-            self.send_response(201)
-            self.send_header("content-length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def answer(request: Request) -> tuple[int, bytes]:
+        auth = request.headers.get("authorization", "")
+        recorder.seen.append({"path": request.path, "auth": auth})
+        return 201, receipt_body()
 
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    with serve_handler(Handler) as url:
+    with serve_answers(answer) as url:
         yield url, recorder
 
 
@@ -143,23 +133,14 @@ def meeting_proxy(service: LiveService) -> Iterator[str]:
     barrier = threading.Barrier(2, timeout=60)
     arrived = itertools.count()
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers.get("content-length", 0)))
-            if next(arrived) < 2:
-                barrier.wait()
-            headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
-            answer = httpx.post(service.url + self.path, content=body, headers=headers)
-            self.send_response(answer.status_code)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(answer.content)))
-            self.end_headers()
-            self.wfile.write(answer.content)
+    def forward(request: Request) -> tuple[int, bytes]:
+        if next(arrived) < 2:
+            barrier.wait()
+        headers = {k: v for k, v in request.headers.items() if k != "host"}
+        answer = httpx.post(service.url + request.path, content=request.body, headers=headers)
+        return answer.status_code, answer.content
 
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    with serve_handler(Handler) as url:
+    with serve_answers(forward) as url:
         yield url
 
 
