@@ -53,6 +53,39 @@ def test_two_workers_take_from_one_queue_so_a_slow_config_holds_up_only_its_worl
     assert worlds_started(result.stdout.str()) == 2
 
 
+def test_a_crash_with_two_workers_gives_its_unbegun_configs_back_to_the_queue(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        """
+        import os
+        import pytest
+
+        @pytest.mark.cpci(world_size=1)
+        @pytest.mark.parametrize("i", range(8))
+        def test_step(i, cpci_dist):
+            if i == 1:
+                print("config 1 dies", flush=True)
+                os._exit(9)
+        """
+    )
+    result = pytester.runpytest_subprocess("--cpci-results=r.jsonl", "--cpci-workers=2")
+    result.assert_outcomes(passed=7, failed=1)
+    records = results(pytester.path / "r.jsonl")
+    assert sorted(r["nodeid"].split("::")[1] for r in records) == [
+        f"test_step[{i}]" for i in range(8)
+    ]  # one record each: nothing lost, nothing run twice
+    by_name = {r["nodeid"].split("::")[1]: r for r in records}
+    crash = by_name["test_step[1]"]
+    assert crash["outcome"] == "crashed"
+    assert crash["rank_errors"][0]["message"].startswith("rank 0 exited with code 9")
+    assert "config 1 dies" in crash["rank_errors"][0]["detail"]
+    dead = crash["batch"]["world"]
+    # Whatever the dead world had been fed beyond its culprit ran in another world.
+    assert all(r["batch"]["world"] != dead for n, r in by_name.items() if n > "test_step[1]")
+    assert "1 crashed:" in result.stdout.str()
+
+
 def test_the_cap_starts_a_fresh_world_every_n_configs(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         """
