@@ -8,6 +8,7 @@ and this package imports nothing of cpci (pydantic only), so none of them needs 
 code or dependencies to read what the service sends.
 """
 
+from cpci.schema.commits import Ancestry, AncestryReceipt, ParentLink
 from cpci.schema.durations import DURATIONS_SCHEMA, ConfigDurations
 from cpci.schema.envelope import (
     ENVIRONMENT_LENGTHS,
@@ -20,6 +21,7 @@ from cpci.schema.fields import (
     INT32_MAX,
     MAX_LEG_LENGTH,
     MAX_SHARDS,
+    CommitSha,
     Finite,
     Identity,
     JSONScalar,
@@ -98,8 +100,11 @@ __all__ = [
     "SHARD_PLAN_SCHEMA",
     "SUPPORTED_RUN_SCHEMAS",
     "VERDICTS",
+    "Ancestry",
+    "AncestryReceipt",
     "BaselineInfo",
     "BatchInfo",
+    "CommitSha",
     "ConfigDurations",
     "ConfigVerdict",
     "Environment",
@@ -113,6 +118,7 @@ __all__ = [
     "LegName",
     "MetricName",
     "Outcome",
+    "ParentLink",
     "PlanMismatch",
     "PullRequestReport",
     "QuickVerdict",

@@ -11,7 +11,15 @@ from typing import Literal
 
 from pydantic import Field
 
-from cpci.schema.fields import INT32_MAX, MAX_LEG_LENGTH, MAX_SHARDS, Identity, LegName, WireModel
+from cpci.schema.fields import (
+    INT32_MAX,
+    MAX_LEG_LENGTH,
+    MAX_SHARDS,
+    CommitSha,
+    Identity,
+    LegName,
+    WireModel,
+)
 from cpci.schema.results import ResultRecord
 from cpci.schema.shard_plan import PLAN_HASH_PATTERN
 
@@ -49,10 +57,10 @@ class RunEnvelope(WireModel):
 
     schema_: Literal["cpci.run/1"] = Field(default="cpci.run/1", alias="schema")
     repository: str = Field(pattern=r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
-    commit: str = Field(pattern=r"^[0-9a-f]{7,64}$")
+    commit: CommitSha
     branch: Identity | None = Field(default=None, max_length=255)
     pull_request: int | None = Field(default=None, le=INT32_MAX, ge=1)
-    base_commit: str | None = Field(default=None, pattern=r"^[0-9a-f]{7,64}$")
+    base_commit: CommitSha | None = None
     ci_run_id: Identity = Field(min_length=1, max_length=100)
     ci_attempt: int = Field(default=1, le=INT32_MAX, ge=1)
     shard_index: int = Field(default=0, lt=MAX_SHARDS, ge=0)

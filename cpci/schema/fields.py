@@ -22,6 +22,8 @@ INT32_MAX = 2**31 - 1
 MAX_SHARDS = 10_000
 #: A matrix leg's name (e.g. `a100,gpu,linux`): bounded like the column it is stored in.
 MAX_LEG_LENGTH = 200
+#: A git commit id: 7 to 64 lowercase hex digits (abbreviated, SHA-1 or SHA-256).
+CommitSha = Annotated[str, Field(pattern=r"^[0-9a-f]{7,64}$")]
 #: Stored identities must not hold NUL (PostgreSQL text cannot); messages are cleaned instead.
 Identity = Annotated[str, Field(pattern=r"^[^\x00]*$")]
 LegName = Annotated[str, Field(min_length=1, max_length=MAX_LEG_LENGTH, pattern=r"^[^\x00]*$")]

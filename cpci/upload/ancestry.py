@@ -25,14 +25,14 @@ DEPTH = 50
 
 
 @dataclass(frozen=True)
-class Ancestry:
+class GitAncestry:
     """First-parent links (commit, parent), nearest first; `note` says why there are none."""
 
     links: tuple[tuple[str, str], ...]
     note: str = ""
 
 
-def first_parent_links(commit: str, *, cwd: Path, depth: int = DEPTH) -> Ancestry:
+def first_parent_links(commit: str, *, cwd: Path, depth: int = DEPTH) -> GitAncestry:
     """Up to `depth` (commit, first parent) links from `commit` down, read from git in `cwd`."""
     try:
         done = subprocess.run(
@@ -44,18 +44,18 @@ def first_parent_links(commit: str, *, cwd: Path, depth: int = DEPTH) -> Ancestr
             check=False,
         )
     except FileNotFoundError:
-        return Ancestry((), "no git on PATH: commit ancestry not recorded")
+        return GitAncestry((), "no git on PATH: commit ancestry not recorded")
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return Ancestry((), f"git log failed ({exc}): commit ancestry not recorded")
+        return GitAncestry((), f"git log failed ({exc}): commit ancestry not recorded")
     if done.returncode != 0:
         why = (done.stderr.strip().splitlines() or ["git log failed"])[0]
-        return Ancestry((), f"{why}: commit ancestry not recorded")
+        return GitAncestry((), f"{why}: commit ancestry not recorded")
     links = []
     for line in done.stdout.splitlines():
         shas = line.split()
         if len(shas) >= 2:
             links.append((shas[0], shas[1]))
-    return Ancestry(tuple(links))
+    return GitAncestry(tuple(links))
 
 
 def record_ancestry(

@@ -16,7 +16,15 @@ import httpx
 from pydantic import BaseModel, ValidationError
 
 from cpci import urls
-from cpci.schema import ConfigDurations, PullRequestReport, RunEnvelope, UploadReceipt
+from cpci.schema import (
+    Ancestry,
+    AncestryReceipt,
+    ConfigDurations,
+    ParentLink,
+    PullRequestReport,
+    RunEnvelope,
+    UploadReceipt,
+)
 from cpci.upload.errors import UploadFailed
 from cpci.upload.retry import ONCE, Backoff
 
@@ -54,9 +62,11 @@ class ServiceClient:
     def record_commits(self, repository: str, links: Sequence[tuple[str, str]]) -> int:
         """Record first-parent links (commit, parent) of the repository's history; returns how
         many the service took (sending a link again is fine, a contradicting one is a 409)."""
-        body = {"parents": [{"commit": c, "parent": p} for c, p in links]}
-        response = self._request("POST", urls.api_commits(repository), json=body)
-        return int(response.json()["recorded"])
+        body = Ancestry(parents=[ParentLink(commit=c, parent=p) for c, p in links])
+        headers = {"Content-Type": "application/json"}
+        path = urls.api_commits(repository)
+        response = self._request("POST", path, content=body.model_dump_json(), headers=headers)
+        return _read(AncestryReceipt, response).recorded
 
     def pull_report(self, repository: str, number: int) -> PullRequestReport | None:
         """The PR report; None while nothing was uploaded for the PR."""

@@ -6,9 +6,14 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query
-from pydantic import BaseModel, Field
 
-from cpci.schema import ConfigDurations, PullRequestReport, ReportSectionPage
+from cpci.schema import (
+    Ancestry,
+    AncestryReceipt,
+    ConfigDurations,
+    PullRequestReport,
+    ReportSectionPage,
+)
 from cpci.server.api.deps import (
     LinksDep,
     PrincipalDep,
@@ -27,8 +32,6 @@ from cpci.server.views.read_models import FlakyList, HistoryPage, RunSummary
 from cpci.server.views.run import run_summary
 
 router = APIRouter(prefix="/repos/{owner}/{repo}", tags=["results"])
-
-SHA = r"^[0-9a-f]{7,64}$"
 
 
 @router.get("/history", summary="One config's results, newest first, paged")
@@ -102,21 +105,6 @@ def pull_request(report: PullReportView) -> PullRequestReport:
 )
 def pull_request_section(view: PullSectionView) -> ReportSectionPage:
     return view
-
-
-class ParentLink(BaseModel):
-    commit: str = Field(pattern=SHA)
-    parent: str = Field(pattern=SHA)
-
-
-class Ancestry(BaseModel):
-    """First-parent links, e.g. from `git log --first-parent --format='%H %P'`."""
-
-    parents: list[ParentLink] = Field(max_length=10_000)
-
-
-class AncestryReceipt(BaseModel):
-    recorded: int
 
 
 @router.post(

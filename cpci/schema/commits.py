@@ -1,0 +1,34 @@
+"""A repository's first-parent history, as the uploader sends it and the service records it.
+
+The base-branch comparison needs each commit's first parent; `cpci upload` sends the checkout's
+`git log --first-parent` (`Ancestry`) and the service answers how many links it holds
+(`AncestryReceipt`). One definition, so the client builds and reads exactly what the route takes.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from cpci.schema.fields import CommitSha
+
+#: Links per request: a long history is sent in several.
+MAX_PARENT_LINKS = 10_000
+
+
+class ParentLink(BaseModel):
+    """`parent` is `commit`'s first parent."""
+
+    commit: CommitSha
+    parent: CommitSha
+
+
+class Ancestry(BaseModel):
+    """First-parent links, e.g. from `git log --first-parent --format='%H %P'`."""
+
+    parents: list[ParentLink] = Field(max_length=MAX_PARENT_LINKS)
+
+
+class AncestryReceipt(BaseModel):
+    """How many of the links sent the service now holds (a link sent again counts)."""
+
+    recorded: int
