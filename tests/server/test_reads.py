@@ -11,7 +11,7 @@ from sqlalchemy import Engine
 from sqlmodel import Session, select
 
 from cpci.server.crud.history import observations
-from cpci.server.models import Config
+from cpci.server.models import Config, EnvironmentFingerprint
 from cpci.urls import Links
 from tests.server.service_builders import HEAD, REPO, config, envelope, record, sha, upload
 
@@ -247,6 +247,28 @@ def test_run_summary_and_flaky_list(client: TestClient) -> None:
     flaky = client.get(f"/api/v1/repos/{REPO}/flaky").json()
     assert [c["config"] for c in flaky["configs"]] == [config("flaky")]
     assert "6 separate stretch(es)" in flaky["configs"][0]["assessment"]["reason"]
+
+
+def test_an_environment_stored_before_the_bounds_is_still_shown(
+    client: TestClient, engine: Engine
+) -> None:
+    """SQLite kept whatever length was uploaded before the envelope bounded its environment:
+    the run page and the config page show such a row as stored."""
+    if engine.dialect.name != "sqlite":
+        pytest.skip("only SQLite can hold a value longer than its column")
+    upload(client, envelope([record("p2p")], ci_run_id="old-env"))
+    long = "NVIDIA " + "H" * 300
+    with Session(engine) as session:
+        env = session.exec(select(EnvironmentFingerprint)).one()
+        env.gpu = long
+        session.add(env)
+        session.commit()
+    summary = client.get(f"/api/v1/repos/{REPO}/runs/old-env")
+    assert summary.status_code == 200, summary.text
+    assert summary.json()["environments"][0]["gpu"] == long
+    overview = client.get(f"/api/v1/repos/{REPO}/config", params={"config": config("p2p")})
+    assert overview.status_code == 200, overview.text
+    assert overview.json()["environments"][0]["environment"]["gpu"] == long
 
 
 @pytest.mark.parametrize(

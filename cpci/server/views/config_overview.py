@@ -212,7 +212,7 @@ def _places(items: Iterable[tuple[str, _Row]]) -> list[PlaceStats]:
 def _environments(session: Session, rows: list[_Row]) -> list[PlaceStats]:
     ids = {r.environment_id for r in rows}
     envs = {
-        e.id: EnvironmentPublic.model_validate(e, from_attributes=True)
+        e.id: EnvironmentPublic.of(e)
         for e in session.exec(
             select(EnvironmentFingerprint).where(col(EnvironmentFingerprint.id).in_(ids))
         )

@@ -31,6 +31,13 @@ class EnvironmentPublic(Environment):
 
     id: int
 
+    @classmethod
+    def of(cls, row: Any) -> EnvironmentPublic:
+        """A stored row as it was stored, not validated again: rows stored before the wire
+        type bounded its fields may hold longer values, and their pages must still show."""
+        fields = {name: getattr(row, name) for name in Environment.model_fields}
+        return cls.model_construct(id=row.id, **fields)
+
 
 class RunHeader(BaseModel):
     """What every view of one CI run (attempts merged) starts with."""

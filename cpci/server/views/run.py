@@ -102,7 +102,7 @@ def _header(
         repository=repo.name,
         run=merged.ref(repo.name, links),
         attempts=[r.ci_attempt for r in merged.runs],
-        environments=[EnvironmentPublic.model_validate(e, from_attributes=True) for e in envs],
+        environments=[EnvironmentPublic.of(e) for e in envs],
         outcomes=dict(sorted(outcomes.items())),
     )
 
