@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 
 from cpci.runner.attempts import Attempt, settle
 from cpci.runner.delivery import Delivery, Where, of_agreed, of_ended_world, of_not_run
+from cpci.runner.group_queue import GroupQueue
 from cpci.runner.planning import ConfigSpec, Group
 from cpci.runner.progress import RunStats
 from cpci.runner.protocol import AgreedRecord
@@ -37,17 +38,6 @@ from cpci.schema import BatchInfo
 __all__ = ["Deliver", "Scheduler"]
 
 Deliver = Callable[[Delivery], None]
-
-
-@dataclass
-class _Queue:
-    """One group's configs not yet taken by a world, and how its worlds have fared."""
-
-    group: Group
-    queued: deque[int]  # plan indices, front first
-    worlds: int = 0  # worlds started for the group (their numbers in `BatchInfo.world`)
-    fruitless: int = 0  # worlds in a row that ended without using up a config
-    live: int = 0  # its pool worlds running now
 
 
 @dataclass(frozen=True)
@@ -79,7 +69,7 @@ class Scheduler:
         deliver: Deliver,
         stats: RunStats,
     ) -> None:
-        self._queues = [_Queue(g, deque(range(len(g.configs)))) for g in groups if g.configs]
+        self._queues = [GroupQueue.of(g) for g in groups if g.configs]
         self._index = {c.nodeid: i for g in groups for i, c in enumerate(g.configs)}  # plan index
         self._reruns: deque[_Rerun] = deque()
         self._launch = launch
@@ -120,7 +110,7 @@ class Scheduler:
     def _work(self) -> None:
         while (job := self._next_job()) is not None:
             try:
-                if isinstance(job, _Queue):
+                if isinstance(job, GroupQueue):
                     self._run_pool_world(job)
                 else:
                     self._rerun(job.group, job.first)
@@ -129,13 +119,13 @@ class Scheduler:
                     self._busy -= 1
                     self._lock.notify_all()
 
-    def _next_job(self) -> _Queue | _Rerun | None:
+    def _next_job(self) -> GroupQueue | _Rerun | None:
         """A queue to start a world for (the one with fewest live worlds first), else a rerun;
         waits while running jobs may still produce work; None when all is done."""
         with self._lock:
             while not self._stopping.is_set():
                 waiting = [q for q in self._queues if q.queued]
-                job: _Queue | _Rerun
+                job: GroupQueue | _Rerun
                 if waiting:
                     job = queue = min(waiting, key=lambda q: q.live)
                     queue.live += 1
@@ -151,30 +141,29 @@ class Scheduler:
             return None
 
     # -- pool worlds ---------------------------------------------------------------------------
-    def _run_pool_world(self, queue: _Queue) -> None:
+    def _run_pool_world(self, queue: GroupQueue) -> None:
         fed = _Fed()
         try:
             self._feed_one_world(queue, fed)
         except Exception as exc:  # never leave pytest waiting for a result that cannot come
             with self._lock:
                 stranded = [*fed.taken, *queue.queued]
-                queue.queued.clear()
+                queue.queued.clear()  # the group stops here: its worlds take no more
             self._give_up(queue.group, stranded, f"cpci scheduler error: {exc!r}")
         finally:
             with self._lock:
                 queue.live -= 1
 
-    def _feed_one_world(self, queue: _Queue, fed: _Fed) -> None:
+    def _feed_one_world(self, queue: GroupQueue, fed: _Fed) -> None:
         group = queue.group
         env, release = self._slots.acquire(group.world_size)
         try:
             with self._lock:  # the slot may have taken a while: is there still work?
-                if not queue.queued or self._stopping.is_set():
+                first = None if self._stopping.is_set() else queue.take()
+                if first is None:
                     return
-                first = queue.queued.popleft()  # taken now, so no world starts for nothing
-                fed.taken.append(first)
-                world_no = queue.worlds
-                queue.worlds += 1
+                fed.taken.append(first)  # taken now, so no world starts for nothing
+                world_no = queue.number_world()
 
             head = [first]
 
@@ -183,10 +172,9 @@ class Scheduler:
                     return head.pop()
                 with self._lock:
                     full = self._cap is not None and len(fed.taken) >= self._cap
-                    if full or not queue.queued or self._stopping.is_set():
-                        return None
-                    index = queue.queued.popleft()
-                    fed.taken.append(index)
+                    index = None if full or self._stopping.is_set() else queue.take()
+                    if index is not None:
+                        fed.taken.append(index)
                     return index
 
             world = self._new_world(group, env, take)
@@ -196,27 +184,23 @@ class Scheduler:
         self._after_pool_world(queue, world, world_no, result)
 
     def _after_pool_world(
-        self, queue: _Queue, world: World, world_no: int, result: WorldResult
+        self, queue: GroupQueue, world: World, world_no: int, result: WorldResult
     ) -> None:
         group = queue.group
         failure = result.failure
         if failure is not None and failure.culprit is not None:
             self._ended_world(group, world, world_no, 1, failure.culprit, failure)
         with self._lock:
-            queue.queued.extendleft(reversed(result.unfinished()))  # in their order, at the front
-            queue.fruitless = 0 if result.progressed else queue.fruitless + 1
-            give_up = failure is not None and queue.fruitless > self._max_respawns
-            stranded = list(queue.queued) if give_up else []
-            if give_up:
-                queue.queued.clear()
+            stranded = queue.world_ended(result, self._max_respawns)
+            fruitless, requeued = queue.fruitless, bool(queue.queued)
             self._lock.notify_all()
         if failure is None:
             return
-        if give_up:
-            why = _give_up_reason(queue.fruitless, self._max_respawns, failure)
+        if stranded:
+            why = _give_up_reason(fruitless, self._max_respawns, failure)
             for index in stranded:
                 self._not_run(group, group.configs[index], world_no, 1, *why, log=True)
-        elif queue.queued:
+        elif requeued:
             with self.stats.lock:
                 self.stats.respawns += 1  # a fresh world takes the rest of the queue
 
@@ -368,8 +352,7 @@ class Scheduler:
         env, release = self._slots.acquire(group.world_size)
         try:
             with self._lock:
-                world_no = queue.worlds
-                queue.worlds += 1
+                world_no = queue.number_world()
             world = self._new_world(group, env, lambda: next(order, None))
             result, agreed = self._watch(world, group, world_no, attempt=attempt, log=False)
         finally:
