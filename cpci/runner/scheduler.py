@@ -9,9 +9,10 @@ group, so a slow config holds up only its own world: the others take the rest of
 When a world dies or hangs, the config in flight is reported (crashed or timeout: it ran) and the
 configs it had been fed but not begun go back to the front of their queue, for the next world of
 that group to take; a fresh world takes its place. A crash with a culprit is progress (a config was
-used up), so only worlds that end without running or being blamed for any config (start-up
-failures, deaths between configs) count against `max_respawns`, and only in a row: after more than
-`max_respawns` such worlds the group gives up and its queued configs are `not_run` with the reason.
+used up), so only worlds that end before finishing or being blamed for any config (start-up
+failures) count against `max_respawns`, and only in a row: after more than `max_respawns` such
+worlds the group gives up and its queued configs are `not_run` with the reason
+(`cpci.runner.group_queue`).
 
 A config that failed is then rerun or isolated as `cpci.runner.attempts` says, each attempt in a
 fresh world of its own with a fixed list of configs; reruns are taken once no queue has configs.

@@ -1,10 +1,9 @@
-"""A rank of a cpci world: join the world's store, then run the planned configs.
+"""A rank of a cpci world: join the world's store, then run the configs the parent feeds it.
 
 Started by `cpci.runner.shim` under torchrun, or forked by `cpci.runner.fork_rank`. Reads
-`plan.json` from the world directory (the channel from the parent: a file, never stdin/stdout),
-journals to `rank-N.journal`, and on
-SIGUSR1 dumps every thread's Python stack to `rank-N.stacks` (the parent asks before it kills a
-hung world).
+`plan.json` and then `feed.jsonl` from the world directory (the channels from the parent: files,
+never stdin/stdout), journals to `rank-N.journal`, and on SIGUSR1 dumps every thread's Python
+stack to `rank-N.stacks` (the parent asks before it kills a hung world).
 """
 
 from __future__ import annotations
