@@ -12,6 +12,7 @@ and says why in its log; the parent then falls back to torchrun for the rest of 
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import io
 import os
@@ -24,6 +25,8 @@ from pathlib import Path
 #: The exit code of a forked rank that refused to run because forking was unsafe (75, EX_TEMPFAIL:
 #: the same world would run if started afresh, as torchrun does).
 UNSAFE_FORK_EXIT = 75
+#: What the refusing rank's line in its log says, before why.
+REFUSAL = "refused to run"
 _PR_SET_PDEATHSIG = 1
 
 
@@ -53,7 +56,7 @@ def main(world_dir: str, rank: int, env: dict[str, str]) -> None:
     why = unsafe_fork_reason()
     if why is not None:
         print(
-            f"cpci: rank {rank} refused to run: {why}; exiting with code {UNSAFE_FORK_EXIT} so "
+            f"cpci: rank {rank} {REFUSAL}: {why}; exiting with code {UNSAFE_FORK_EXIT} so "
             "the runner falls back to torchrun",
             file=sys.stderr,
             flush=True,
@@ -69,7 +72,13 @@ def main(world_dir: str, rank: int, env: dict[str, str]) -> None:
     from cpci.runner.worker import main as run_worker
     from cpci.runner.world_dir import WorldDir
 
-    sys.exit(run_worker(WorldDir(Path(world_dir))))
+    try:
+        code = run_worker(WorldDir(Path(world_dir)))
+    finally:
+        # multiprocessing ends its children with os._exit: run what the rank registered to run
+        # at exit (coverage data, temp files) as a process torchrun started would.
+        atexit._run_exitfuncs()
+    sys.exit(code)
 
 
 def _redirect_output(log: Path) -> None:

@@ -38,7 +38,7 @@ from typing import Any, Literal, NamedTuple, Protocol, get_args
 
 import pytest
 
-from cpci.runner.fork_rank import UNSAFE_FORK_EXIT
+from cpci.runner.fork_rank import REFUSAL, UNSAFE_FORK_EXIT
 from cpci.runner.preload import PRELOAD_ENV, PreloadSpec, autoloaded_plugins
 from cpci.runner.processes import kill_tree
 from cpci.runner.rank_exit import RankExit
@@ -147,6 +147,9 @@ class ForkedRanks:
         self._processes: list[BaseProcess] = []
         self.refused = False  # a rank found forking unsafe
         self._stopping = False
+        # Ranks whose exit the watcher recorded. Only the watcher reads exit codes: two threads
+        # reading one sentinel could take a rank's code from each other.
+        self._ended: set[int] = set()
         try:
             for rank in range(world_size):
                 rank_env = {**env, **torchrun_env(rank, world_size, self._store.port, run_id)}
@@ -170,8 +173,7 @@ class ForkedRanks:
             timeout = None if deadline is None else max(0.0, deadline - time.time())
             ready = multiprocessing.connection.wait(list(live), timeout)
             if not ready and deadline is not None:
-                for _rank, process in live.values():
-                    _kill_process_tree(process)
+                self._kill_all()
                 deadline = None
                 continue
             for sentinel in ready:
@@ -181,6 +183,7 @@ class ForkedRanks:
                 assert process.pid is not None
                 assert code is not None
                 RankExit.of(rank, process.pid, code, time.time()).write(self._dir.exit(rank))
+                self._ended.add(rank)
                 if code == UNSAFE_FORK_EXIT:
                     self.refused = True
                 if code != 0 and deadline is None and not self._stopping:
@@ -199,9 +202,9 @@ class ForkedRanks:
         self._watcher.join()
 
     def _kill_all(self) -> None:
-        for process in self._processes:
-            if process.exitcode is None:
-                _kill_process_tree(process)
+        for rank, process in enumerate(self._processes):
+            if rank not in self._ended and process.pid is not None:
+                kill_tree(process.pid)
 
     def ended(self) -> tuple[str, Path]:
         return "the forked ranks ended", self._dir.log(0)
@@ -219,11 +222,6 @@ def _signal(process: BaseProcess, sig: signal.Signals) -> None:
             os.kill(process.pid, sig)
         except ProcessLookupError:
             pass
-
-
-def _kill_process_tree(process: BaseProcess) -> None:
-    if process.pid is not None and process.exitcode is None:
-        kill_tree(process.pid)
 
 
 class ForkServer:
@@ -259,8 +257,15 @@ class _FallbackRanks:
         with self._lock:
             over = self._ranks.poll()
             if over and isinstance(self._ranks, ForkedRanks) and self._ranks.refused:
-                log = self._world.world_dir.log(0).read_text(errors="replace").strip()
-                self._launcher.fall_back(log.splitlines()[-1] if log else "a rank refused")
+                logs = [self._world.world_dir.log(r) for r in range(self._world.world_size)]
+                said = [
+                    line
+                    for log in logs
+                    if log.exists()
+                    for line in log.read_text(errors="replace").splitlines()
+                    if REFUSAL in line
+                ]
+                self._launcher.fall_back(said[0] if said else f"a rank {REFUSAL}")
                 for rank in range(self._world.world_size):
                     self._world.world_dir.exit(rank).unlink(missing_ok=True)
                 self._ranks = TorchrunRanks(*self._world)

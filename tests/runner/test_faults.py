@@ -107,7 +107,8 @@ def test_a_hung_config_times_out_with_every_rank_stack_and_the_batch_goes_on(
     assert worlds_started(result.stdout.str()) == 2
 
 
-def test_results_file_survives_a_sigkill_of_the_whole_run(tmp_path: Path) -> None:
+@pytest.mark.parametrize("victim", ["process group", "parent only"])
+def test_results_file_survives_a_sigkill_of_the_whole_run(tmp_path: Path, victim: str) -> None:
     (tmp_path / "test_slow.py").write_text(
         """
 import os, time
@@ -142,7 +143,10 @@ def test_step(i, cpci_dist):
         assert proc.poll() is None, "the run ended before reaching config 3"
         assert time.monotonic() < deadline
         time.sleep(0.05)
-    os.killpg(proc.pid, signal.SIGKILL)  # the pytest parent; its worlds are in other sessions
+    if victim == "process group":  # the pytest parent (and its fork server); ranks have their own
+        os.killpg(proc.pid, signal.SIGKILL)
+    else:  # the fork server and the ranks must notice the parent is gone by themselves
+        os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     records = read_results(str(tmp_path / "r.jsonl"))
     assert [r.outcome for r in records] == ["passed"] * 3

@@ -12,7 +12,7 @@ from cpci.runner.fork_rank import UNSAFE_FORK_EXIT
 from tests.runner.helpers import by_nodeid, results, run_pytest, worlds_started
 
 ENV_SUITE = """
-import json, os
+import atexit, json, os
 import pytest
 
 def f():
@@ -22,6 +22,7 @@ def f():
 def test_env(cpci_dist):
     with open(os.path.join(os.environ["MARKS"], f"env-{cpci_dist.rank}.json"), "w") as out:
         json.dump(dict(os.environ), out)
+    atexit.register(open, os.path.join(os.environ["MARKS"], f"atexit-{cpci_dist.rank}"), "w")
 
 @pytest.mark.cpci(world_size=2)
 def test_rewritten(cpci_dist):
@@ -58,15 +59,19 @@ def _rank_env(tmp_path: Path, launcher: str) -> list[dict[str, str]]:
         tmp_path,
         "--cpci-results=r.jsonl",
         f"--cpci-launcher={launcher}",
+        "--cpci-batch-size=1",  # test_env's world ends on its own (the last is killed at the end)
         env={"MARKS": str(marks), "CUDA_VISIBLE_DEVICES": ""},
     )
     result.assert_outcomes(passed=1, failed=1)
     failed = by_nodeid(results(tmp_path / "r.jsonl"))["test_env_suite.py::test_rewritten"]
     assert "where 2 = f()" in failed["rank_errors"][0]["detail"]  # pytest rewrote the module
+    assert all((marks / f"atexit-{rank}").exists() for rank in range(2))  # exit handlers ran
     return [json.loads((marks / f"env-{rank}.json").read_text()) for rank in range(2)]
 
 
-def test_forked_ranks_get_torchruns_environment_and_rewritten_asserts(tmp_path: Path) -> None:
+def test_forked_ranks_get_torchruns_environment_rewritten_asserts_and_exit_handlers(
+    tmp_path: Path,
+) -> None:
     (tmp_path / "test_env_suite.py").write_text(ENV_SUITE)
     forked = _rank_env(tmp_path, "fork")
     started = _rank_env(tmp_path, "torchrun")
