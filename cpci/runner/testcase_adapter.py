@@ -34,7 +34,7 @@ from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
-from functools import partial
+from functools import partial, update_wrapper
 from typing import Any
 
 import pytest
@@ -72,7 +72,11 @@ class Shared:
 
 
 class WorldLink:
-    """This rank's place in the world, and the store the adapter's rendezvous go through."""
+    """This rank's place in the world, and the store the adapter's rendezvous go through.
+
+    Each test's keys are named for the test (and how often this world ran it), not for a running
+    count, so a rank that missed a test (its setUp failed) cannot read another test's keys.
+    """
 
     def __init__(
         self, *, rank: int, world_size: int, release: Callable[[], None], store: Any
@@ -83,14 +87,18 @@ class WorldLink:
         self.world_size = world_size
         self.release = release  # destroys cpci's default group; cpci brings it back later
         self._store = dist.PrefixStore(PREFIX, store)
-        self._round = 0
+        self._runs: dict[str, int] = {}
+        self._rounds: list[str] = []  # this rank's rounds, oldest first
+        self._round = ""
 
-    def share(self, make: Callable[[], Shared]) -> Shared:
-        """Rank 0's `make()`, on every rank: the start of a test's round."""
-        self._round += 1
+    def share(self, test_id: str, make: Callable[[], Shared]) -> Shared:
+        """Rank 0's `make()`, on every rank: the start of test `test_id`'s round."""
+        self._runs[test_id] = self._runs.get(test_id, 0) + 1
+        self._round = f"{test_id}#{self._runs[test_id]}"
+        self._rounds.append(self._round)
         key = f"{self._round}/shared"
         if self.rank == 0:
-            self._forget(self._round - 2)
+            self._forget()
             shared = make()
             self._store.set(key, shared.to_json())
             return shared
@@ -102,14 +110,16 @@ class WorldLink:
         self._store.set(f"{self._round}/arrived/{self.rank}", "1")
         self._store.wait(self._arrived(self._round), _STORE_WAIT)
 
-    def _arrived(self, round_: int) -> list[str]:
+    def _arrived(self, round_: str) -> list[str]:
         return [f"{round_}/arrived/{r}" for r in range(self.world_size)]
 
-    def _forget(self, round_: int) -> None:
-        # Every rank that reached this round's share has left the barrier two rounds back.
-        if round_ < 1:
+    def _forget(self) -> None:
+        # Rank 0 is past the last round's barrier: every rank has arrived there, which it does
+        # only after leaving the round before, whose keys nobody reads any more.
+        if len(self._rounds) < 3:
             return
-        for key in [f"{round_}/shared", *self._arrived(round_)]:
+        old = self._rounds.pop(0)
+        for key in [f"{old}/shared", *self._arrived(old)]:
             self._store.delete_key(key)
 
 
@@ -141,17 +151,30 @@ def _as_rank(item: pytest.Item, family: Family, link: WorldLink) -> Iterator[Non
     """While pytest runs `item`, make its unittest case this rank's part of the harness test."""
     testcase: Any = item.instance  # type: ignore[attr-defined]
     cls = type(testcase)
-    before = dict(os.environ)
-    if family == "multiprocess":
-        testcase._spawn_processes = _no_spawn
-        testcase._start_processes = _no_spawn
-        item.obj = partial(_run_multiprocess, testcase, link, before)  # type: ignore[attr-defined]
-        yield
-        return
-    # MultiProcContinuousTest.setUp would spawn the class's workers and feed them this test.
-    with _class_attrs(cls, _processes_spawned=True, task_queues=[], poison_pill=False):
-        item.obj = partial(_run_continuous, testcase, link)  # type: ignore[attr-defined]
-        yield
+    test = item.obj  # type: ignore[attr-defined]
+    try:
+        if family == "multiprocess":
+            testcase._spawn_processes = _no_spawn
+            testcase._start_processes = _no_spawn
+            before = dict(os.environ)
+            item.obj = _body(test, partial(_run_multiprocess, testcase, link, before))  # type: ignore[attr-defined]
+            yield
+            return
+        # MultiProcContinuousTest.setUp would spawn the class's workers and feed them this test.
+        with _class_attrs(cls, _processes_spawned=True, task_queues=[], poison_pill=False):
+            item.obj = _body(test, partial(_run_continuous, testcase, link))  # type: ignore[attr-defined]
+            yield
+    finally:
+        item.obj = test  # type: ignore[attr-defined]  # reports locate the test, not the adapter
+
+
+def _body(test: Any, run: partial[None]) -> Callable[[], None]:
+    """`run` in the test method's place, carrying what unittest reads off the method.
+
+    `skip_but_pass_in_sandcastle_if` and `unittest.skip` mark the method itself
+    (`__unittest_skip__`), as the harness's own `join_or_run` wrapper keeps them.
+    """
+    return update_wrapper(run, test)
 
 
 def _no_spawn(*args: Any, **kwargs: Any) -> None:
@@ -163,7 +186,7 @@ def _run_multiprocess(testcase: Any, link: WorldLink, before: dict[str, str]) ->
     __tracebackhide__ = True  # the report shows the test's frames, not the adapter's
     harness = sys.modules[HARNESS_MODULE]
     own_file = getattr(testcase, "file_name", None)
-    shared = link.share(lambda: _parent_part(before))
+    shared = link.share(testcase.id(), lambda: _parent_part(before))
     _apply(shared)
     if own_file and own_file != shared.file_name:
         _remove(own_file)  # the rank's own NamedTemporaryFile from setUp, never used
@@ -198,7 +221,7 @@ def _run_continuous(testcase: Any, link: WorldLink) -> None:
     """The body of a MultiProcContinuousTest test on this rank: the worker's steps, per test."""
     __tracebackhide__ = True
     cls = type(testcase)
-    shared = link.share(lambda: _parent_part(dict(os.environ)))
+    shared = link.share(testcase.id(), lambda: _parent_part(dict(os.environ)))
     link.release()
     try:
         with _class_attrs(cls, rank=link.rank, world_size=link.world_size):

@@ -85,6 +85,9 @@ def mark_harness_items(items: list[pytest.Item]) -> list[str]:
         family = harness_family(cls)
         if family is None or item.get_closest_marker("cpci") is not None:
             continue
+        skipped = _unittest_skip(cls, item.name)
+        if skipped is not None:  # as pytest's own skip marks: skipped before planning
+            item.add_marker(pytest.mark.skip(reason=skipped))
         reason = own_spawn_reason(cls, item.name, family)
         if reason is not None:
             own_spawn.append(f"{item.nodeid}: {reason}")
@@ -106,6 +109,17 @@ def mark_harness_items(items: list[pytest.Item]) -> list[str]:
             )
         item.stash[HARNESS_CASE] = case
     return own_spawn
+
+
+def _unittest_skip(cls: Any, method: str) -> str | None:
+    """The reason of a `unittest.skip`-style mark on the test method or its class, if any.
+
+    torch's `skip_but_pass_in_sandcastle_if` marks the method this way at import time.
+    """
+    for marked in (getattr(cls, method, None), cls):
+        if getattr(marked, "__unittest_skip__", False):
+            return str(getattr(marked, "__unittest_skip_why__", "") or "unittest.skip")
+    return None
 
 
 def harness_world_size(cls: type, method: str, family: Family) -> int:

@@ -13,7 +13,9 @@ pytest.importorskip("expecttest", reason="torch.testing._internal needs expectte
 SUITE = """
 import os
 import sys
+import unittest
 
+import pytest
 import torch
 import torch.distributed as dist
 from torch.testing._internal.common_distributed import (
@@ -111,6 +113,15 @@ class TestPlain(MultiProcessTestCase):
     def test_rank_1_only_fails(self):
         assert self.rank != 1, "rank 1 says no"
 
+    @unittest.skip("skipped the unittest way")
+    def test_unittest_skip(self):
+        raise AssertionError("never runs")
+
+    @pytest.mark.cpci(world_size=2)  # an explicit mark: planned, then skipped in the ranks
+    @unittest.skip("skipped in the ranks")
+    def test_unittest_skip_marked(self):
+        raise AssertionError("never runs")
+
     def test_z_crashes(self):
         if self.rank == 1:
             os._exit(9)
@@ -174,12 +185,15 @@ def test_every_test_is_a_config_with_the_harness_outcome(
         "TestSizedByEnvironment::test_own_group_on_the_file_store": "passed",
         "TestPlain::test_exits_3_on_purpose": "passed",  # its own spawn, in the parent
         "TestPlain::test_rank_1_only_fails": "failed",
+        "TestPlain::test_unittest_skip": "skipped",  # before planning, as for skip marks
+        "TestPlain::test_unittest_skip_marked": "skipped",
         "TestPlain::test_z_crashes": "crashed",
         "TestContinuous::test_a_fails": "failed",
         "TestContinuous::test_b_still_runs": "passed",  # no poison pill
     }
     assert worlds_started(result.stdout.str()) == 2  # one per world size: 2 and 3
-    result.stdout.fnmatch_lines(["SKIPPED [[]1[]] *: Need at least 4 CUDA devices"])
+    # The skip is located at the test, as pytest locates unittest skips.
+    result.stdout.fnmatch_lines(["SKIPPED [[]1[]] test_harness.py:*: Need at least 4 CUDA devices"])
 
 
 def test_world_size_comes_from_the_class(run: tuple[pytest.RunResult, Path, Path]) -> None:
@@ -228,11 +242,11 @@ def test_off_leaves_the_harness_its_own_spawn_and_plan_lists_own_spawns(
     monkeypatch.setenv("SEEN", str(pytester.mkdir("seen")))
     monkeypatch.setenv("HARNESS_WORLD_SIZE", "3")
     off = pytester.runpytest_subprocess("--cpci-plan")
-    off.stdout.fnmatch_lines(["cpci plan*: 0 config(s)*"])
+    off.stdout.fnmatch_lines(["cpci plan*: 1 config(s)*"])  # only the explicitly marked one
     shared = pytester.runpytest_subprocess("--cpci-plan", "--cpci-testcases=shared")
     shared.stdout.fnmatch_lines(
         [
-            "cpci plan*: 8 config(s)*",
+            "cpci plan*: 9 config(s)*",
             "*not runnable: test_unsized.py::TestUnsized::test_a: --cpci-testcases=shared: "
             "cannot tell the world size of TestUnsized (KeyError: 'UNSET_WORLD_SIZE'); set what "
             "its world_size reads (e.g. WORLD_SIZE), or mark the test "
