@@ -122,10 +122,9 @@ class BatchedSession:
         cap = self.settings.batch_size
         lines = [
             f"cpci plan{shard}: {len(self.specs)} config(s) in {len(self.groups)} group(s) by "
-            f"world size and backend, each a queue for up to {self.settings.workers} world(s) "
-            "at once ("
+            f"world size and backend (a queue each), up to {self.settings.workers} world(s) at "
+            "once, "
             + ("no cap on configs per world" if cap is None else f"at most {cap} per world")
-            + ")"
         ]
         for group in self.groups:
             worlds = "" if cap is None else f" (at least {-(-len(group.configs) // cap)} worlds)"

@@ -198,3 +198,32 @@ def test_step(i, cpci_dist):
         assert "conftest refuses: broken" in first["detail"]
         assert record["batch"]["world"] == 2  # the last world that tried
     assert worlds_started(result.stdout.str()) == 3  # the first, then 1 + 1 respawn that failed
+
+
+def test_the_plan_shows_each_group_as_one_queue_with_no_cap(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.cpci(world_size=2)
+        @pytest.mark.parametrize("i", range(40))
+        def test_two(i):
+            raise AssertionError("the plan must not run test bodies")
+
+        @pytest.mark.cpci(world_size=1)
+        def test_one():
+            raise AssertionError("the plan must not run test bodies")
+        """
+    )
+    result = pytester.runpytest_subprocess("--cpci-plan", "--cpci-workers=3")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(
+        [
+            "cpci plan: 41 config(s) in 2 group(s) by world size and backend (a queue each), "
+            "up to 3 world(s) at once, no cap on configs per world",
+            "  group 0: world_size=2 backend=gloo configs=40",
+            "*test_two[[]0[]]",
+            "*",
+            "  group 1: world_size=1 backend=gloo configs=1",
+        ]
+    )
