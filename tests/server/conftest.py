@@ -19,6 +19,7 @@ from cpci.server.core.db import create_db_engine
 from cpci.server.core.migrate import upgrade
 from cpci.server.crud.tokens import create_token
 from tests.server.databases import ENGINES, ClientFactory, admin, fresh_database
+from tests.server.oidc_keys import Keys
 from tests.server.service_builders import REPO
 
 
@@ -57,6 +58,12 @@ def engine(db_url: str) -> Iterator[Engine]:
     engine = create_db_engine(db_url)
     yield engine
     engine.dispose()
+
+
+@pytest.fixture(scope="module")
+def keys() -> Keys:
+    """The module's OIDC key pair: tokens the module's JWKS publishes (`good`) or not (`evil`)."""
+    return Keys()
 
 
 @pytest.fixture

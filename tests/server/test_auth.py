@@ -89,11 +89,6 @@ def test_token_read_access_needs_the_repositorys_token(
 
 
 @pytest.fixture(scope="module")
-def keys() -> Keys:
-    return Keys()
-
-
-@pytest.fixture(scope="module")
 def jwks_url(keys: Keys) -> Iterator[str]:
     """A JWKS endpoint on loopback, like GitHub's /.well-known/jwks."""
     with jwks_server(keys) as url:

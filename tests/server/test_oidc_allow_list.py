@@ -24,11 +24,6 @@ from tests.server.service_builders import BASE, REPO, envelope, record
 RENAMED, RENAMED_ID = "acme-old/attn-renamed", "777"
 
 
-@pytest.fixture(scope="module")
-def keys() -> Keys:
-    return Keys()
-
-
 @pytest.fixture
 def base_url(engine: Engine, db_url: str, keys: Keys) -> Iterator[str]:
     with oidc_service(

@@ -23,11 +23,6 @@ from tests.server.service_builders import BASE, REPO, envelope, record
 FORK_WORKFLOW = f"{REPO}/.github/workflows/cpci-fork-results.yml@refs/heads/main"
 
 
-@pytest.fixture(scope="module")
-def keys() -> Keys:
-    return Keys()
-
-
 @pytest.fixture
 def base_url(engine: Engine, db_url: str, keys: Keys) -> Iterator[str]:
     with oidc_service(

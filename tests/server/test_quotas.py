@@ -23,11 +23,6 @@ from tests.server.service_builders import REPO, envelope, record
 OTHER = "acme/other"
 
 
-@pytest.fixture(scope="module")
-def keys() -> Keys:
-    return Keys()
-
-
 @pytest.fixture
 def replicas(db_url: str, keys: Keys) -> Iterator[tuple[str, str]]:
     """Two services on one database, each with its own engine, as behind a load balancer."""
