@@ -194,3 +194,54 @@ def test_a_durations_file_from_the_service_reads_like_the_url(
     path.write_text(answer.model_dump_json(by_alias=True))
     _, plan, _ = _runner(suite, "1/2", "cache_b", f"--cpci-durations={path}")
     assert plan.plan_hash == sharding.plan_hash(sorted(RECORDED), RECORDED, 2)
+
+
+def test_the_token_goes_only_over_https_or_loopback_and_only_to_cpci_server() -> None:
+    from cpci.runner.durations_source import token_withheld
+
+    api = urls.api_durations(REPO)
+    assert token_withheld(f"https://cpci.example{api}", "") is None
+    assert token_withheld(f"http://127.0.0.1:8000{api}", "") is None
+    assert "use https" in str(token_withheld(f"http://cpci.example{api}", ""))
+    server = "https://cpci.example"
+    assert token_withheld(f"{server}{api}", server) is None
+    assert "not on CPCI_SERVER" in str(token_withheld(f"https://elsewhere.example{api}", server))
+
+
+def test_a_redirect_is_refused_and_never_carries_the_token(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """urllib would follow a redirect with the Authorization header to any host."""
+    from http.server import BaseHTTPRequestHandler
+
+    from cpci.runner.durations_source import DurationsUnavailable, fetch
+    from tests.live_server import serve_handler
+
+    seen: list[str | None] = []
+
+    class Elsewhere(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(self.headers.get("Authorization"))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    with serve_handler(Elsewhere) as elsewhere:
+
+        class Redirects(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                self.send_response(302)
+                self.send_header("Location", elsewhere + "/steal")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        with serve_handler(Redirects) as base:
+            env = {"CPCI_TOKEN": "secret-token"}
+            with pytest.raises(DurationsUnavailable, match="redirected \\(302\\)"):
+                fetch(base + urls.api_durations(REPO), env, timeout_s=5)
+    assert seen == []
