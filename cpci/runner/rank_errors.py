@@ -31,7 +31,7 @@ def first_failing_first(
     """`errors` with the ranks ordered by when they failed (`failed_at`, rank -> time).
 
     Ranks with a known failure time come first, earliest first; then the ranks without one
-    (stopped by torchrun, still inside a hung config) in rank order; then world-level entries
+    (stopped by their launcher, still inside a hung config) in rank order; then world-level entries
     (rank -1). A rank's own entries keep their order (setup before teardown).
     """
 
