@@ -10,6 +10,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 from sqlmodel import Session, select
 
+from cpci.schema import UploadReceipt
 from cpci.server.crud.history import observations
 from cpci.server.models import Config, EnvironmentFingerprint
 from cpci.urls import Links
@@ -292,4 +293,13 @@ def test_openapi_documents_the_upload_body_and_routes(client: TestClient) -> Non
     assert body["content"]["application/json"]["schema"]["$ref"].endswith("/RunEnvelope")
     assert "ResultRecord" in spec["components"]["schemas"]
     assert "/api/v1/repos/{owner}/{repo}/pulls/{number}/report" in spec["paths"]
+    # The answers the uploader reads are the wire types it parses them into (cpci.schema).
+    stored = spec["paths"]["/api/v1/uploads"]["post"]["responses"]["201"]["content"]
+    assert stored["application/json"]["schema"]["$ref"].endswith("/UploadReceipt")
+    receipt = spec["components"]["schemas"]["UploadReceipt"]
+    assert set(receipt["properties"]) == set(UploadReceipt.model_fields)
+    commits = spec["paths"]["/api/v1/repos/{owner}/{repo}/commits"]["post"]
+    assert commits["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith(
+        "/Ancestry"
+    )
     assert client.get("/healthz").json()["status"] == "ok"
