@@ -165,6 +165,11 @@ class Settings(BaseSettings):
         description="items per section of a PR report and its page; the rest are paged "
         "through .../report/{section}",
     )
+    warm_pull_reports: bool = Field(
+        default=True,
+        description="read a PR's report read model into the cache when an upload to its newest "
+        "head is stored, before answering, so the first report read after it is warm",
+    )
 
     @field_validator("database_url")
     @classmethod

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from sqlmodel import Session, col, select
 
@@ -96,38 +96,78 @@ def report_policy(settings: Settings) -> ReportPolicy:
     )
 
 
-def _inputs(
+def warm_pull_report(
+    *,
     session: Session,
-    repo: Repository,
+    repository: str,
     number: int,
+    commit: str,
     settings: Settings,
     links: Links,
     cache: ShardCache,
-) -> ReportInputs:
-    latest = session.exec(
+) -> bool:
+    """Read what PR `number`'s report keeps per set of shards into `cache` (its head, its base's
+    results and timings) right after an upload to it is stored, so the first read after the
+    upload (the Action's report mode, the bot, a reviewer) is as fast as the ones after it.
+
+    Only when `commit` is the PR's newest head (what its report reads): a late upload of an
+    older commit changes nothing a report shows. True when it read."""
+    repo = session.exec(select(Repository).where(Repository.name == repository)).first()
+    if repo is None:
+        return False
+    latest = _latest_run(session, repo, number)
+    if latest is None or latest.commit != commit:
+        return False
+    _read_models(session, repo, latest, settings, links, cache)
+    return True
+
+
+def _latest_run(session: Session, repo: Repository, number: int) -> Run | None:
+    return session.exec(
         select(Run)
         .where(Run.repository_id == repo.id, Run.pull_request == number)
         .order_by(col(Run.id).desc())
         .limit(1)
     ).first()
-    if latest is None:
-        raise NotFound(f"no results for pull request #{number} of {repo.name} yet")
+
+
+@dataclass(frozen=True)
+class _ReadModels:
+    """What a report reads through the cache, kept per set of shards: all but the histories."""
+
+    head_runs: list[MergedRun]
+    head: _Head
+    baseline: BaselineInfo
+    base_run: MergedRun | None
+    base: dict[ConfigLeg, list[ResultView]] | None
+    base_samples: dict[ConfigLeg, list[float]]
+
+
+def _read_models(
+    session: Session,
+    repo: Repository,
+    latest: Run,
+    settings: Settings,
+    links: Links,
+    cache: ShardCache,
+) -> _ReadModels:
     head_runs = merge_runs(
         session=session,
         runs=session.exec(
             select(Run).where(
                 Run.repository_id == repo.id,
-                Run.pull_request == number,
+                Run.pull_request == latest.pull_request,
                 Run.commit == latest.commit,
             )
         ).all(),
     )
-    policy = report_policy(settings)
+    storms = report_policy(settings).storms
     head_shards = [s for m in head_runs for s in m.uploads]
     head = cache.of_shards(
-        f"pull_head {policy.storms}",
+        "pull_head",
         (s.id for s in head_shards if s.id is not None),
-        lambda: _head(session, head_shards, policy.storms),
+        lambda: _head(session, head_shards, storms),
+        variant=storms,
     )
     baseline, base_run = _baseline(
         session, repo, latest.base_commit, settings.ancestor_depth, links
@@ -140,25 +180,23 @@ def _inputs(
             (s.id for s in uploads if s.id is not None),
             lambda: _by_leg(session, uploads),
         )
-    inputs = ReportInputs(
-        repository=repo.name,
-        pull_request=number,
-        head_commit=latest.commit,
-        head_runs=[m.ref(repo.name, links) for m in head_runs],
-        shards=_progress(head_runs),
-        baseline=baseline,
-        configs=head.configs,
-        head=head.results,
-        base=base,
-        histories={},
-        base_samples=_base_samples(session, cache, base_run, settings.baseline_runs)
-        if base_run
-        else {},
-        history_url=lambda key: links.history(repo.name, key),
-        shard_of=head.shard_of,
-        storms=head.storms,
-        order=head.order,
-    )
+    samples = _base_samples(session, cache, base_run, settings.baseline_runs) if base_run else {}
+    return _ReadModels(head_runs, head, baseline, base_run, base, samples)
+
+
+def _inputs(
+    session: Session,
+    repo: Repository,
+    number: int,
+    settings: Settings,
+    links: Links,
+    cache: ShardCache,
+) -> ReportInputs:
+    latest = _latest_run(session, repo, number)
+    if latest is None:
+        raise NotFound(f"no results for pull request #{number} of {repo.name} yet")
+    read = _read_models(session, repo, latest, settings, links, cache)
+    head = read.head
     histories = observations(
         session=session,
         repo_name=repo.name,
@@ -168,7 +206,23 @@ def _inputs(
         exclude_commit=latest.commit,
         pull_request=number,
     )
-    return replace(inputs, histories=histories)
+    return ReportInputs(
+        repository=repo.name,
+        pull_request=number,
+        head_commit=latest.commit,
+        head_runs=[m.ref(repo.name, links) for m in read.head_runs],
+        shards=_progress(read.head_runs),
+        baseline=read.baseline,
+        configs=head.configs,
+        head=head.results,
+        base=read.base,
+        histories=histories,
+        base_samples=read.base_samples,
+        history_url=lambda key: links.history(repo.name, key),
+        shard_of=head.shard_of,
+        storms=head.storms,
+        order=head.order,
+    )
 
 
 @dataclass(frozen=True)

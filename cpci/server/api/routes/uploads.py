@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
@@ -12,18 +13,28 @@ from starlette.concurrency import run_in_threadpool
 
 from cpci import urls
 from cpci.schema import RunEnvelope, UploadReceipt
-from cpci.server.api.deps import EngineDep, LinksDep, PrincipalDep, SettingsDep
+from cpci.server.api.deps import (
+    EngineDep,
+    LinksDep,
+    PrincipalDep,
+    SettingsDep,
+    ShardCacheDep,
+)
 from cpci.server.api.payload import parse_envelope, read_limited
+from cpci.server.core.config import Settings
 from cpci.server.core.db import writer
 from cpci.server.core.errors import Conflict
 from cpci.server.core.metrics import Metrics
 from cpci.server.core.provenance import Provenance, check_upload
 from cpci.server.core.quotas import UploadRate, check_results_per_upload
 from cpci.server.crud.ingest import Ingested, body_sha256, ingest_shard
+from cpci.server.crud.pull_report import warm_pull_report
 from cpci.server.crud.runs import merge_runs
 from cpci.server.models import Run, utcnow
+from cpci.server.shard_cache import ShardCache
 from cpci.urls import Links
 
+log = logging.getLogger(__name__)
 router = APIRouter(prefix="/uploads", tags=["uploads"])
 
 ATTEMPTS = 3
@@ -72,6 +83,7 @@ async def upload(
     engine: EngineDep,
     settings: SettingsDep,
     links: LinksDep,
+    cache: ShardCacheDep,
 ) -> UploadReceipt:
     raw = await read_limited(request, settings.max_upload_bytes)
     envelope = await run_in_threadpool(parse_envelope, raw)
@@ -87,6 +99,8 @@ async def upload(
     rate = UploadRate(per_hour=per_hour, now=utcnow()) if per_hour else None
     metrics: Metrics = request.app.state.metrics
     receipt = await run_in_threadpool(store, engine, envelope, links, provenance, rate)
+    if receipt.status == "stored" and envelope.pull_request is not None:
+        await run_in_threadpool(warm, engine, envelope, settings, links, cache)
     metrics.uploads.labels(receipt.status).inc()
     if receipt.status == "stored":
         metrics.results.inc(receipt.results)
@@ -125,6 +139,34 @@ def store(
                     "with a concurrent upload of the same run: retry"
                 ) from exc
     raise AssertionError("not reached")
+
+
+def warm(
+    engine: Engine, envelope: RunEnvelope, settings: Settings, links: Links, cache: ShardCache
+) -> None:
+    """Build the PR's report read model into the cache once the upload is committed (a rolled
+    back shard's id could come back for another), before the answer: the uploader reads the
+    report next. Off with CPCI_WARM_PULL_REPORTS=false. The shard is stored whatever happens
+    here, so a failure is logged, not answered: the report's first read then loads it itself."""
+    if not settings.warm_pull_reports or envelope.pull_request is None:
+        return
+    try:
+        with Session(engine) as session:
+            warm_pull_report(
+                session=session,
+                repository=envelope.repository,
+                number=envelope.pull_request,
+                commit=envelope.commit,
+                settings=settings,
+                links=links,
+                cache=cache,
+            )
+    except Exception:  # an optimisation failing must not turn a stored upload into a 500
+        log.exception(
+            "could not warm the report of %s#%s after an upload; its next read loads it",
+            envelope.repository,
+            envelope.pull_request,
+        )
 
 
 def _receipt(
