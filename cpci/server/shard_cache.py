@@ -22,7 +22,7 @@ import threading
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 import sqlalchemy as sa
 from sqlmodel import Session, col, func, select
@@ -40,6 +40,9 @@ MAX_SHARD_SETS = 16
 MAX_KEYS = 256
 
 T = TypeVar("T")
+#: What a cache listener hears of a value by shard set.
+CacheEvent = Literal["hit", "load", "wait"]
+Listener = Callable[[str, CacheEvent], None]
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
@@ -120,13 +123,6 @@ class KindCounts:
     waits: int = 0
 
 
-class _Flight:
-    """One load in progress: later requests for its key wait on `done` instead of loading too."""
-
-    def __init__(self) -> None:
-        self.done = threading.Event()
-
-
 class ShardCache:
     """Digests by shard id, values by set of shard ids, values by key at a repository version.
 
@@ -138,13 +134,22 @@ class ShardCache:
     the same value, and agree.
     """
 
-    def __init__(self, max_shards: int = MAX_SHARDS, max_shard_sets: int = MAX_SHARD_SETS) -> None:
+    def __init__(
+        self,
+        max_shards: int = MAX_SHARDS,
+        max_shard_sets: int = MAX_SHARD_SETS,
+        listener: Listener | None = None,
+    ) -> None:
+        """`listener(kind, event)` hears each "hit", "load" (before it starts) and "wait" (before
+        it waits) of values by shard set, outside the cache's locks: for metrics, and for tests
+        that sequence two loads of one key."""
         self._digests: _Lru[int, ShardDigest] = _Lru(max_shards)
         self._shard_sets: _Lru[Hashable, Any] = _Lru(max_shard_sets)
         self._derived: _Lru[Hashable, tuple[int, Any]] = _Lru(MAX_KEYS)
-        self._flights: dict[Hashable, _Flight] = {}
+        self._flights: dict[Hashable, threading.Event] = {}  # set when that load is over
         self._counts: dict[str, KindCounts] = {}
         self._lock = threading.Lock()
+        self._listener = listener
 
     def counts(self, kind: str) -> KindCounts:
         """A copy of the hit, load and wait counts of values by shard set of `kind`."""
@@ -177,28 +182,37 @@ class ShardCache:
             with self._lock:
                 counts = self._counts.setdefault(kind, KindCounts())
                 known = self._shard_sets.get(key)
+                flight = None if known is not None else self._flights.get(key)
                 if known is not None:
                     counts.hits += 1
-                    found: T = known
-                    return found
-                flight = self._flights.get(key)
-                leader = flight is None
-                if flight is None:
-                    flight = self._flights[key] = _Flight()
-                    counts.loads += 1
-                else:
+                elif flight is not None:
                     counts.waits += 1
-            if not leader:
-                flight.done.wait()
-                continue  # stored by the leader (a hit), or it failed: load again
-            try:
-                value = load()
-                self._shard_sets.put_all({key: value})
-                return value
-            finally:
-                with self._lock:
-                    del self._flights[key]
-                flight.done.set()
+                else:
+                    counts.loads += 1
+                    self._flights[key] = threading.Event()
+            if known is not None:
+                self._hear(kind, "hit")
+                found: T = known
+                return found
+            if flight is None:
+                return self._load(kind, key, load)
+            self._hear(kind, "wait")
+            flight.wait()  # then a hit, or the load failed and this request loads it again
+
+    def _load(self, kind: str, key: Hashable, load: Callable[[], T]) -> T:
+        try:
+            self._hear(kind, "load")
+            value = load()
+            self._shard_sets.put_all({key: value})
+            return value
+        finally:
+            with self._lock:
+                done = self._flights.pop(key)
+            done.set()
+
+    def _hear(self, kind: str, event: CacheEvent) -> None:
+        if self._listener is not None:
+            self._listener(kind, event)
 
     def tally(self, *, session: Session, shard_ids: Iterable[int]) -> Tally:
         digests = self.digests(session=session, shard_ids=shard_ids)

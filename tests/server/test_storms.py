@@ -3,13 +3,16 @@
 Unit tests pin the storm rule's boundaries (share, minimum count, one signature, per shard and
 leg); the end-to-end test uploads a passing base and a head whose shard failed every config
 with one NCCL error, through a real uvicorn on 127.0.0.1, and reads the report, the paged
-section endpoint, the PR page, the section pages and the PR comment.
+section endpoint, the PR page, the section pages and the PR comment. The upload builds the
+report's read model before it answers (the cache's counts show no second read), and two first
+reads at once read the head once.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -23,7 +26,9 @@ from cpci.schema import PullRequestReport, ReportSectionPage
 from cpci.server import Settings, create_app
 from cpci.server.analysis.storms import StormPolicy, failure_signature, find_storms
 from cpci.server.analysis.verdicts import ResultView
+from cpci.server.shard_cache import KindCounts, ShardCache
 from tests.live_server import serve
+from tests.server.cache_listener import Sequenced
 from tests.server.service_builders import BASE, HEAD, REPO, envelope, record
 
 NCCL = "NCCL error in: ProcessGroupNCCL.cpp:{n}, unhandled system error, NCCL version 2.{n}"
@@ -291,3 +296,54 @@ def test_a_rerun_clears_a_storm_the_service_has_read(
     assert after.counts.results == 3 * CONFIGS  # both attempts: crashed twice, then passed
     assert section["total"] == 0
     assert "Storm on shard" not in page
+
+
+def test_a_pr_upload_builds_its_report_before_answering(
+    engine: Engine, db_url: str, token: str
+) -> None:
+    """The first report read after an upload finds the head (160,000 rows at 80,000 configs)
+    and the base already read: the upload built them before it answered. A branch upload
+    builds no PR's head."""
+    app = storm_service(engine, db_url)
+    cache: ShardCache = app.state.shard_cache
+    with serve(app) as url, httpx.Client(base_url=url, timeout=60) as client:
+        seed_storm(client, token, "crashed", NCCL)
+        assert cache.counts("pull_head") == KindCounts(loads=1)
+        assert cache.counts("results_by_leg") == KindCounts(loads=1)  # the base's
+        report = PullRequestReport.model_validate(client.get(urls.api_pull_report(REPO, 7)).json())
+        assert client.get(urls.pull(REPO, 7)).status_code == 200
+        section = client.get(urls.api_pull_report_section(REPO, 7, "infra", CAP))
+        assert section.json()["total"] == CONFIGS
+    assert report.total("infra") == CONFIGS
+    assert cache.counts("pull_head") == KindCounts(hits=3, loads=1)  # not read again
+    assert cache.counts("results_by_leg") == KindCounts(hits=3, loads=1)
+
+
+def test_without_the_warm_step_two_first_reads_at_once_read_the_head_once(
+    engine: Engine, db_url: str, token: str
+) -> None:
+    """CPCI_WARM_PULL_REPORTS=false: the first read loads the head; a second read arriving
+    while it does waits for that load (held until it waits), and both answer the same."""
+    app = storm_service(engine, db_url, warm_pull_reports=False)
+    heard = Sequenced("pull_head")
+    app.state.shard_cache = cache = ShardCache(listener=heard)
+
+    def read(url: str) -> bytes:
+        with httpx.Client(base_url=url, timeout=60) as client:
+            response = client.get(urls.api_pull_report(REPO, 7))
+            assert response.status_code == 200, response.text
+            return response.content
+
+    with serve(app) as url:
+        with httpx.Client(base_url=url, timeout=60) as client:
+            seed_storm(client, token, "crashed", NCCL)
+        assert cache.counts("pull_head") == KindCounts()  # nothing warmed
+        with ThreadPoolExecutor(2) as pool:
+            first = pool.submit(read, url)
+            assert heard.loading.wait(timeout=30)
+            second = pool.submit(read, url)
+            one, other = first.result(timeout=60), second.result(timeout=60)
+    assert PullRequestReport.model_validate_json(one).total("infra") == CONFIGS
+    assert one == other
+    assert heard.events == ["load", "wait", "hit"]
+    assert cache.counts("pull_head") == KindCounts(hits=1, loads=1, waits=1)
