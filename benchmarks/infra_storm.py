@@ -6,11 +6,15 @@
 A base commit where every config passes and a PR head where every config crashed with "NCCL
 error ... unhandled system error" (two attempts each) are uploaded through the real HTTP API
 to a service in its own process (uvicorn on 127.0.0.1; SQLite, or PostgreSQL with --postgres:
-a throwaway server from the local binaries, or --postgres-url an admin URL). Then the PR report
-(JSON), the PR page (HTML) and a page of the infra section are each read `--repeat` times from
-a freshly started service: the first request is cold (it reads the head's and the base's
+a throwaway server from the local binaries, or --postgres-url an admin URL). The head is
+uploaded twice, to two pull requests: once to a service with CPCI_WARM_PULL_REPORTS=false and
+once with it on (the default: the upload builds the report's read model before it answers), so
+the upload's own time is printed with and without the warm step. Then, on that same service,
+the first read of each view after the upload (warm). Then the PR report (JSON), the PR page
+(HTML) and a page of the infra section are each read `--repeat` times from a freshly started
+service: the first request after a restart is cold (it reads the head's and the base's
 160,000 + 80,000 rows), the later ones find them in the app's ShardCache (stored shards never
-change, so the head is read once per set of shards). Printed: the time of the first and the
+change, so the head is read once per set of shards). Printed: the time of each first and the
 median of the rest, the size, and the service process's peak RSS growth while answering
 (VmHWM after minus VmRSS before; the upload's peak is behind us: each service starts after
 seeding). Targets, printed next to the figures and never enforced: <= 1 s and <= 1 MB each.
@@ -46,12 +50,15 @@ from cpci.server.devpg import find_binaries, throwaway_postgres
 
 REPO = "bench/storm"
 BASE, HEAD = "a" * 40, "b" * 40
+#: The pull request uploaded with the warm step on (its reads are measured), and the one without.
+WARM_PR, COLD_PR = 1, 2
 NCCL = "NCCL error in: ProcessGroupNCCL.cpp:{n}, unhandled system error, NCCL version 2.21.5"
 #: The child: the service over the database in argv[1], on the listening socket in argv[2].
 SERVICE = """
 import socket, sys, uvicorn
 from cpci.server import Settings, create_app
 settings = Settings(database_url=sys.argv[1], report_section_cap=int(sys.argv[3]),
+                    warm_pull_reports=sys.argv[4] == "warm",
                     max_results_per_upload=1_000_000, max_upload_bytes=512 * 1024 * 1024)
 server = uvicorn.Server(uvicorn.Config(create_app(settings), log_level="warning"))
 server.run(sockets=[socket.socket(fileno=int(sys.argv[2]))])
@@ -95,14 +102,23 @@ def envelope(commit: str, run: str, rows: list[dict[str, Any]], **extra: Any) ->
 
 
 @contextmanager
-def service(database: str, cap: int) -> Iterator[tuple[str, int]]:
+def service(database: str, cap: int, warm: bool = True) -> Iterator[tuple[str, int]]:
     """The service in a child process; yields its base URL and pid. The socket listens before
-    the child starts, so the first request waits in the backlog instead of polling."""
+    the child starts, so the first request waits in the backlog instead of polling. `warm`:
+    CPCI_WARM_PULL_REPORTS."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     sock.listen(64)
     child = subprocess.Popen(
-        [sys.executable, "-c", SERVICE, database, str(sock.fileno()), str(cap)],
+        [
+            sys.executable,
+            "-c",
+            SERVICE,
+            database,
+            str(sock.fileno()),
+            str(cap),
+            "warm" if warm else "cold",
+        ],
         pass_fds=[sock.fileno()],
     )
     try:
@@ -153,31 +169,61 @@ def database(args: argparse.Namespace, tmp: str) -> Iterator[str]:
         yield make_url(admin).set(database="cpci_storm").render_as_string(hide_password=False)
 
 
-def seed(url: str, token: str, configs: int) -> None:
+def post(http: httpx.Client, token: str, body: bytes, status: int = 201) -> float:
+    """Upload `body`; the seconds until the service answered."""
     auth = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
-    with httpx.Client(base_url=url, timeout=600) as http:
-        start = time.perf_counter()
-        for body in (
-            envelope(BASE, "1", results(configs, head=False), branch="main"),
-            envelope(
-                HEAD,
-                "2",
-                results(configs, head=True),
-                branch="pr",
-                pull_request=1,
-                base_commit=BASE,
-            ),
-        ):
-            response = http.post("/api/v1/uploads", content=body, headers=auth)
-            assert response.status_code == 201, response.text
-    print(
-        f"seeded {configs:,} configs (base passes, head: 2 crashed attempts each) "
-        f"in {time.perf_counter() - start:.1f} s"
+    start = time.perf_counter()
+    response = http.post("/api/v1/uploads", content=body, headers=auth)
+    took = time.perf_counter() - start
+    assert response.status_code == status, response.text
+    return took
+
+
+def head_upload(configs: int, number: int) -> bytes:
+    return envelope(
+        HEAD,
+        str(1 + number),
+        results(configs, head=True),
+        branch="pr",
+        pull_request=number,
+        base_commit=BASE,
     )
 
 
+def seed(db_url: str, token: str, args: argparse.Namespace, views: dict[str, str]) -> None:
+    """Upload the base, the head without the warm step (to COLD_PR), and the head with it (to
+    WARM_PR); then read each view of WARM_PR once on that service: the first read after it."""
+    configs = args.configs
+    base_upload = envelope(BASE, "1", results(configs, head=False), branch="main")
+    with (
+        service(db_url, args.cap, warm=False) as (url, _),
+        httpx.Client(base_url=url, timeout=600) as http,
+    ):
+        base = post(http, token, base_upload)
+        print(f"seeded {configs:,} configs: the base (all pass) in {base:.1f} s")
+        cold = post(http, token, head_upload(configs, COLD_PR))
+    with (
+        service(db_url, args.cap, warm=True) as (url, _),
+        httpx.Client(base_url=url, timeout=600) as http,
+    ):
+        post(http, token, base_upload, status=200)  # a duplicate: this process's first request
+        warm = post(http, token, head_upload(configs, WARM_PR))
+        print(
+            f"head upload (2 crashed attempts each, {2 * configs:,} results): "
+            f"{cold:.1f} s without the warm step, {warm:.1f} s with it "
+            f"(+{(warm - cold) * 1000:.0f} ms)"
+        )
+        for name, path in views.items():
+            (took,), size = timed(http, path, 1)
+            print(
+                f"{name}: first read after the upload (warm) {took * 1000:.0f} ms; "
+                f"{size / 1e6:.2f} MB"
+            )
+
+
 def measure(db_url: str, args: argparse.Namespace, name: str, path: str) -> None:
-    """Read `path` `args.repeat` times from a freshly started service (the first is cold)."""
+    """Read `path` `args.repeat` times from a freshly started service (the first is cold: the
+    cache starts empty)."""
     with service(db_url, args.cap) as (url, pid), httpx.Client(base_url=url, timeout=600) as h:
         h.get("/healthz").raise_for_status()
         before = memory_kib(pid)["VmRSS"]
@@ -192,7 +238,7 @@ def measure(db_url: str, args: argparse.Namespace, name: str, path: str) -> None
             )
     rest = times[1:] or times
     print(
-        f"{name}: first (cold) {times[0] * 1000:.0f} ms, then median "
+        f"{name}: first read after a restart (cold) {times[0] * 1000:.0f} ms, then median "
         f"{statistics.median(rest) * 1000:.0f} ms over {len(rest)}; "
         f"{size / 1e6:.2f} MB (target <= 1 s, <= 1 MB); service peak RSS growth "
         f"{(peak - before) / 1024:.0f} MiB (RSS before {before / 1024:.0f} MiB)"
@@ -208,9 +254,9 @@ def main() -> None:
     parser.add_argument("--postgres-url", help="on this PostgreSQL server (an admin URL)")
     args = parser.parse_args()
     views = {
-        "report JSON": urls.api_pull_report(REPO, 1),
-        "PR page": urls.pull(REPO, 1),
-        "infra section page 2": urls.api_pull_report_section(REPO, 1, "infra", args.cap),
+        "report JSON": urls.api_pull_report(REPO, WARM_PR),
+        "PR page": urls.pull(REPO, WARM_PR),
+        "infra section page 2": urls.api_pull_report_section(REPO, WARM_PR, "infra", args.cap),
     }
     with tempfile.TemporaryDirectory() as tmp, database(args, tmp) as db_url:
         engine = create_db_engine(db_url)
@@ -219,8 +265,7 @@ def main() -> None:
             token = create_token(session=session, repository=REPO).token
             session.commit()
         engine.dispose()
-        with service(db_url, args.cap) as (url, _):
-            seed(url, token, args.configs)
+        seed(db_url, token, args, views)
         for name, path in views.items():
             measure(db_url, args, name, path)
     engine_name = "PostgreSQL" if args.postgres or args.postgres_url else "SQLite"
