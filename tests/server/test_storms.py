@@ -29,7 +29,7 @@ from cpci.server.analysis.verdicts import ResultView
 from cpci.server.shard_cache import KindCounts, ShardCache
 from tests.live_server import serve
 from tests.server.cache_listener import Sequenced
-from tests.server.service_builders import BASE, HEAD, REPO, envelope, record
+from tests.server.service_builders import BASE, HEAD, REPO, config, envelope, record
 
 NCCL = "NCCL error in: ProcessGroupNCCL.cpp:{n}, unhandled system error, NCCL version 2.{n}"
 
@@ -347,3 +347,29 @@ def test_without_the_warm_step_two_first_reads_at_once_read_the_head_once(
     assert one == other
     assert heard.events == ["load", "wait", "hit"]
     assert cache.counts("pull_head") == KindCounts(hits=1, loads=1, waits=1)
+
+
+def test_only_the_upload_that_completes_the_head_builds_it(
+    engine: Engine, db_url: str, token: str
+) -> None:
+    """Shard 0 of 2 builds nothing (a head read after each shard would read a growing head N
+    times); shard 1 completes the run and builds the report of both before it answers."""
+    app = storm_service(engine, db_url)
+    cache: ShardCache = app.state.shard_cache
+    pr = {
+        "commit": HEAD,
+        "branch": "feature",
+        "pull_request": 7,
+        "base_commit": BASE,
+        "ci_run_id": "200",
+    }
+    with serve(app) as url, httpx.Client(base_url=url, timeout=60) as client:
+        upload(client, token, envelope([record("c000"), record("c001")]))
+        for index in (0, 1):
+            head = [record(f"c00{index}", "failed", message="AssertionError: 0.5 > 0.01")]
+            upload(client, token, envelope(head, shard_index=index, shard_total=2, **pr))
+            assert cache.counts("pull_head").loads == index
+        report = PullRequestReport.model_validate(client.get(urls.api_pull_report(REPO, 7)).json())
+    assert [v.config for v in report.new_failures] == [config("c000"), config("c001")]
+    assert report.shards.complete
+    assert cache.counts("pull_head") == KindCounts(hits=1, loads=1)

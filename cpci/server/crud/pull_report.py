@@ -107,8 +107,8 @@ def warm_pull_report(
     cache: ShardCache,
 ) -> bool:
     """Read what PR `number`'s report keeps per set of shards into `cache` (its head, its base's
-    results and timings) right after an upload to it is stored, so the first read after the
-    upload (the Action's report mode, the bot, a reviewer) is as fast as the ones after it.
+    results and timings) right after an upload completed a run of it, so the first read after
+    the upload (the Action's report mode, the bot, a reviewer) is as fast as the ones after it.
 
     Only when `commit` is the PR's newest head (what its report reads): a late upload of an
     older commit changes nothing a report shows. True when it read."""

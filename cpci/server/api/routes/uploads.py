@@ -99,7 +99,7 @@ async def upload(
     rate = UploadRate(per_hour=per_hour, now=utcnow()) if per_hour else None
     metrics: Metrics = request.app.state.metrics
     receipt = await run_in_threadpool(store, engine, envelope, links, provenance, rate)
-    if receipt.status == "stored" and envelope.pull_request is not None:
+    if receipt.status == "stored" and receipt.shards.complete:
         await run_in_threadpool(warm, engine, envelope, settings, links, cache)
     metrics.uploads.labels(receipt.status).inc()
     if receipt.status == "stored":
@@ -144,10 +144,14 @@ def store(
 def warm(
     engine: Engine, envelope: RunEnvelope, settings: Settings, links: Links, cache: ShardCache
 ) -> None:
-    """Build the PR's report read model into the cache once the upload is committed (a rolled
-    back shard's id could come back for another), before the answer: the uploader reads the
-    report next. Off with CPCI_WARM_PULL_REPORTS=false. The shard is stored whatever happens
-    here, so a failure is logged, not answered: the report's first read then loads it itself."""
+    """Build the PR's report read model into the cache once the upload that completed its run
+    is committed (a rolled back shard's id could come back for another), before the answer:
+    the Action's report job, the bot and reviewers read the report next. Only the last shard of
+    a run warms: a head read after each of N shards would cost N reads of a growing head and
+    fill the cache with sets nobody reads again (a reader mid-run loads it itself). Branch
+    uploads warm nothing: a PR's base is read along with its head. Off with
+    CPCI_WARM_PULL_REPORTS=false. The shard is stored whatever happens here, so a failure is
+    logged, not answered: the report's first read then loads it itself."""
     if not settings.warm_pull_reports or envelope.pull_request is None:
         return
     try:
