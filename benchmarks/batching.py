@@ -1,11 +1,21 @@
-"""Batched worlds vs one world per config, measured side by side in one invocation.
+"""How configs get worlds, measured side by side in one invocation.
 
-Runs the same 32 small world-size-2 configs (a few ms of real work each: a matmul and an
-all_reduce) through pytest twice: with --cpci-batch-size 1 (one torchrun world per config, the
-old way) and with --cpci-batch-size 16. Prints both wall times, their ratio, and the per-config
-overhead inside a warm world (a config's recorded duration minus its body's own time).
+Runs the same suites through pytest in four ways:
+- `torchrun per config`: `--cpci-batch-size 1 --cpci-launcher torchrun` (a fresh world each);
+- `chunk-16 worlds`: `--cpci-batch-size 16 --cpci-launcher torchrun` (the old default);
+- `pool`: `--cpci-launcher torchrun`, no cap (one long-lived world per world size);
+- `pool + forked ranks`: the defaults (ranks forked from a preloaded interpreter).
 
-    python benchmarks/batching.py [--configs 32] [--batch-size 16]
+Two suites: 32 small world-size-2 configs (a matmul and an all_reduce each), and a
+TransformerEngine-shaped file of 648 configs over world sizes 2 and 4, half skipped in the body
+(`benchmarks/te_suite.py`). For each run it prints the wall time, the number of worlds, world
+start-up (the first world, and the median of the later ones), the per-config overhead inside a
+warm world (a config's recorded duration minus its body's own time) and the wall time against
+the sum of config durations; then the ratios against one torchrun per config.
+
+    python benchmarks/batching.py [--configs 32] [--suites small,te] [--modes all]
+
+The TE-shaped suite is slow in the first two modes (minutes); `--modes pool,fork` skips them.
 """
 
 from __future__ import annotations
@@ -17,10 +27,15 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-SUITE = """
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from te_suite import TE_SUITE  # next to this file; benchmarks/ is not a package
+
+SMALL_SUITE = """
 import time
 import pytest
 import torch
@@ -34,56 +49,111 @@ def test_small(i, cpci_dist):
     b = a @ a.T
     dist.all_reduce(b)
     assert torch.isfinite(b).all()
-    cpci_dist.record_metric("body_s", time.perf_counter() - start)
+    if dist.get_rank() == 0:  # rank 0's own body, inside rank 0's recorded duration
+        cpci_dist.record_metric("body_s", time.perf_counter() - start)
 """
 
+#: mode name -> (label, extra pytest arguments)
+MODES: dict[str, tuple[str, list[str]]] = {
+    "per-config": ("torchrun per config", ["--cpci-batch-size=1", "--cpci-launcher=torchrun"]),
+    "chunk16": ("chunk-16 worlds", ["--cpci-batch-size=16", "--cpci-launcher=torchrun"]),
+    "pool": ("pool", ["--cpci-launcher=torchrun"]),
+    "fork": ("pool + forked ranks", []),
+    "fork-per-config": ("forked ranks per config", ["--cpci-batch-size=1"]),
+}
 
-def run(path: Path, batch_size: int) -> tuple[float, list[dict[str, Any]]]:
-    results = path / f"results-{batch_size}.jsonl"
+
+@dataclass(frozen=True)
+class Measured:
+    wall_s: float
+    worlds: int
+    first_start_s: float
+    later_start_s: float | None
+    overhead_ms: float | None
+    config_sum_s: float
+    ran: int
+    skipped: int
+
+
+def run(path: Path, test_file: str, mode: str) -> Measured:
+    results = path / f"results-{test_file}-{mode}.jsonl"
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    command += [*MODES[mode][1], f"--cpci-results={results}", test_file]
     start = time.perf_counter()
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            f"--cpci-batch-size={batch_size}",
-            f"--cpci-results={results}",
-            "test_bench.py",
-        ],
-        cwd=path,
-        capture_output=True,
-        text=True,
-    )
+    proc = subprocess.run(command, cwd=path, capture_output=True, text=True)
     wall = time.perf_counter() - start
     if proc.returncode != 0:
-        sys.exit(f"batch size {batch_size} run failed:\n{proc.stdout}\n{proc.stderr}")
-    return wall, [json.loads(line) for line in results.read_text().splitlines()]
+        sys.exit(f"{mode} on {test_file} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+    records = [json.loads(line) for line in results.read_text().splitlines()]
+    return _measured(wall, records)
+
+
+def _measured(wall: float, records: list[dict[str, Any]]) -> Measured:
+    starts: dict[tuple[int, int], float] = {}
+    for r in records:
+        batch = r.get("batch")
+        if batch and batch.get("start_s") is not None:
+            starts.setdefault((batch["index"], batch["world"]), batch["start_s"])
+    ordered = [starts[k] for k in sorted(starts)]
+    ran = [r for r in records if r["outcome"] == "passed"]
+    overheads = [r["duration_s"] - r["metrics"]["body_s"] for r in ran if "body_s" in r["metrics"]]
+    return Measured(
+        wall_s=wall,
+        worlds=len(starts),
+        first_start_s=ordered[0] if ordered else 0.0,
+        later_start_s=statistics.median(ordered[1:]) if len(ordered) > 1 else None,
+        overhead_ms=statistics.median(overheads) * 1e3 if overheads else None,
+        config_sum_s=sum(r["duration_s"] for r in records),
+        ran=len(ran),
+        skipped=sum(r["outcome"] == "skipped" for r in records),
+    )
+
+
+def _row(label: str, m: Measured, baseline: Measured | None) -> str:
+    later = "-" if m.later_start_s is None else f"{m.later_start_s:.2f}"
+    overhead = "-" if m.overhead_ms is None else f"{m.overhead_ms:.1f}"
+    ratio = "" if baseline is None else f"{baseline.wall_s / m.wall_s:6.1f}x"
+    return (
+        f"  {label:<22} {m.wall_s:7.1f} {m.worlds:6d} {m.first_start_s:7.2f} {later:>7} "
+        f"{overhead:>8} {m.config_sum_s:7.1f} {m.ran:5d}/{m.skipped:<5d} {ratio}"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--configs", type=int, default=32)
-    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--configs", type=int, default=32, help="small suite size")
+    parser.add_argument("--suites", default="small,te", help="comma list of small, te")
+    parser.add_argument(
+        "--modes", default="all", help=f"comma list of {', '.join(MODES)}, or all (default)"
+    )
     args = parser.parse_args()
+    modes = list(MODES) if args.modes == "all" else args.modes.split(",")
+    unknown = set(modes) - set(MODES)
+    if unknown:
+        sys.exit(f"unknown mode(s) {sorted(unknown)}; choose from {', '.join(MODES)}")
+    suites = {
+        "small": ("test_small.py", SMALL_SUITE.replace("{configs}", str(args.configs))),
+        "te": ("test_te_cp.py", TE_SUITE),
+    }
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp)
-        (path / "test_bench.py").write_text(SUITE.replace("{configs}", str(args.configs)))
-        print(f"{args.configs} world-size-2 configs on gloo/CPU")
-        one_wall, _ = run(path, 1)
-        print(f"  batch size 1:  {one_wall:7.1f} s wall ({args.configs} worlds)")
-        batched_wall, records = run(path, args.batch_size)
-        worlds = -(-args.configs // args.batch_size)
-        print(f"  batch size {args.batch_size}: {batched_wall:7.1f} s wall ({worlds} worlds)")
-    overheads = [r["duration_s"] - r["metrics"]["body_s"] for r in records]
-    bodies = [r["metrics"]["body_s"] for r in records]
-    print(f"  speed-up: {one_wall / batched_wall:.1f}x (target >= 8x)")
+        for name in args.suites.split(","):
+            test_file, text = suites[name]
+            (path / test_file).write_text(text)
+            print(f"\n{name} suite ({test_file}) on gloo/CPU")
+            print(
+                f"  {'mode':<22} {'wall s':>7} {'worlds':>6} {'first s':>7} {'later s':>7} "
+                f"{'ovh ms':>8} {'sum s':>7} {'ran/skipped':>11} vs per-config"
+            )
+            baseline: Measured | None = None
+            for mode in modes:
+                measured = run(path, test_file, mode)
+                print(_row(MODES[mode][0], measured, baseline), flush=True)
+                if mode == "per-config":
+                    baseline = measured
     print(
-        f"  per-config overhead in a warm world: mean {statistics.mean(overheads) * 1e3:.1f} ms, "
-        f"median {statistics.median(overheads) * 1e3:.1f} ms, max {max(overheads) * 1e3:.1f} ms "
-        f"(target <= 30 ms); config body median {statistics.median(bodies) * 1e3:.1f} ms"
+        "\ngoals (issue 13): TE-shaped suite <= 25 s at default settings; a world after the "
+        "first <= 0.5 s; >= 50x against one torchrun per config on 32 small configs"
     )
 
 
