@@ -9,7 +9,8 @@ to a service in its own process (uvicorn on 127.0.0.1; SQLite, or PostgreSQL wit
 a throwaway server from the local binaries, or --postgres-url an admin URL). The head is
 uploaded twice, to two pull requests: once to a service with CPCI_WARM_PULL_REPORTS=false and
 once with it on (the default: the upload builds the report's read model before it answers), so
-the upload's own time is printed with and without the warm step. Then, on that same service,
+the upload's own time is printed with and without the warm step (one noisy sample each; the
+warm step alone is timed too, in this process on a fresh cache). Then, on that same service,
 the first read of each view after the upload (warm). Then the PR report (JSON), the PR page
 (HTML) and a page of the infra section are each read `--repeat` times from a freshly started
 service: the first request after a restart is cold (it reads the head's and the base's
@@ -43,10 +44,14 @@ from sqlalchemy.engine import make_url
 from sqlmodel import Session
 
 from cpci import urls
+from cpci.server import Settings
 from cpci.server.core.db import create_db_engine
 from cpci.server.core.migrate import upgrade
+from cpci.server.crud.pull_report import warm_pull_report
 from cpci.server.crud.tokens import create_token
 from cpci.server.devpg import find_binaries, throwaway_postgres
+from cpci.server.shard_cache import ShardCache
+from cpci.urls import Links
 
 REPO = "bench/storm"
 BASE, HEAD = "a" * 40, "b" * 40
@@ -221,6 +226,30 @@ def seed(db_url: str, token: str, args: argparse.Namespace, views: dict[str, str
             )
 
 
+def warm_step(db_url: str, args: argparse.Namespace) -> float:
+    """The upload's warm step alone, in this process on a fresh cache: the upload's own time
+    is a single noisy sample of 10-20 s, this is what the step adds to it."""
+    settings = Settings(database_url=db_url, report_section_cap=args.cap)
+    engine = create_db_engine(db_url)
+    try:
+        with Session(engine) as session:
+            start = time.perf_counter()
+            warmed = warm_pull_report(
+                session=session,
+                repository=REPO,
+                number=WARM_PR,
+                commit=HEAD,
+                settings=settings,
+                links=Links(settings.github_url),
+                cache=ShardCache(),
+            )
+            took = time.perf_counter() - start
+    finally:
+        engine.dispose()
+    assert warmed, "the PR's newest head is HEAD: it should have warmed"
+    return took
+
+
 def measure(db_url: str, args: argparse.Namespace, name: str, path: str) -> None:
     """Read `path` `args.repeat` times from a freshly started service (the first is cold: the
     cache starts empty)."""
@@ -266,6 +295,7 @@ def main() -> None:
             session.commit()
         engine.dispose()
         seed(db_url, token, args, views)
+        print(f"the warm step alone (in process, a fresh cache): {warm_step(db_url, args):.2f} s")
         for name, path in views.items():
             measure(db_url, args, name, path)
     engine_name = "PostgreSQL" if args.postgres or args.postgres_url else "SQLite"
