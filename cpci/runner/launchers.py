@@ -20,6 +20,7 @@ warning that says why, and the world that found out is restarted under torchrun.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import multiprocessing.connection
 import os
@@ -228,11 +229,13 @@ class ForkServer:
     """The session's multiprocessing fork server, started with `spec` preloaded."""
 
     def __init__(self, spec: PreloadSpec) -> None:
+        self.spec = spec
         self.context = multiprocessing.get_context("forkserver")
         self.context.set_forkserver_preload(["cpci.runner.preload"])
         from multiprocessing import forkserver
 
         # The server inherits the environment as it is now: it finds its preload spec there.
+        # `ensure_running` returns once the server is spawned: its preload runs beside us.
         previous = os.environ.get(PRELOAD_ENV)
         os.environ[PRELOAD_ENV] = spec.model_dump_json()
         try:
@@ -242,6 +245,19 @@ class ForkServer:
                 del os.environ[PRELOAD_ENV]
             else:
                 os.environ[PRELOAD_ENV] = previous
+        self.pid: int | None = getattr(forkserver._forkserver, "_forkserver_pid", None)
+
+    def stop(self) -> None:
+        """End a server that never forked a rank (it may still be preloading, so it is killed
+        rather than asked: it reads its stop signal only once its preload is done)."""
+        from multiprocessing import forkserver
+
+        if self.pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+        stop = getattr(forkserver._forkserver, "_stop", None)
+        if stop is not None:
+            stop()  # reaps it; a later session starts a fresh one
 
 
 class _FallbackRanks:
@@ -301,11 +317,14 @@ class Launcher:
         self._on_fallback = on_fallback
         self._server: ForkServer | None = None
         self._lock = threading.Lock()
+        self._used = False  # a world was started (a fork server that forked stays up)
         self.fell_back: str | None = None  # why the session uses torchrun after all
+        #: The fork server's process and what it preloads (None under torchrun).
+        self.server: ForkServer | None = None
         if name == "fork":
             assert preload is not None, "the fork launcher needs what to preload"
             try:
-                self._server = ForkServer(preload)
+                self._server = self.server = ForkServer(preload)
             except (ValueError, OSError) as exc:
                 self.fall_back(f"multiprocessing's fork server is unavailable ({exc})")
 
@@ -316,6 +335,7 @@ class Launcher:
 
     def start(self, world_dir: WorldDir, world_size: int, env: dict[str, str]) -> Ranks:
         """Start the ranks of one world; `env` is the world's environment (rank vars added)."""
+        self._used = True
         server = self._server
         if server is not None:
             try:
@@ -325,6 +345,13 @@ class Launcher:
             else:
                 return _FallbackRanks(self, ranks, _WorldStart(world_dir, world_size, env))
         return TorchrunRanks(world_dir, world_size, env)
+
+    def close(self) -> None:
+        """End the fork server if no world ever used it (started early, for a session that
+        then had no config to run); one that forked ranks ends with the session's process."""
+        if self.server is not None and not self._used:
+            self.server.stop()
+            self.server = self._server = None
 
     def fall_back(self, why: str) -> None:
         """Use torchrun for the rest of the session; say why once."""
@@ -340,9 +367,17 @@ class Launcher:
 
 
 def for_session(
-    config: pytest.Config, name: LauncherName, test_files: list[str], run_dir: Path
+    config: pytest.Config,
+    name: LauncherName,
+    test_files: list[str],
+    run_dir: Path,
+    *,
+    conftest_dirs: list[str] | None = None,
 ) -> Launcher:
-    """The launcher of one pytest session; a fallback is a pytest warning and a progress line."""
+    """The launcher of one pytest session; a fallback is a pytest warning and a progress line.
+
+    Made as the session starts (`cpci.runner.preload_targets`) or, failing that, once collection
+    is over; `conftest_dirs` are directories whose conftests are preloaded besides the files'."""
 
     def warn(message: str) -> None:
         warning = PytestLauncherWarning(message)
@@ -358,6 +393,7 @@ def for_session(
 
     preload = PreloadSpec(
         files=list(dict.fromkeys(test_files)),
+        dirs=conftest_dirs or [],
         plugins=autoloaded_plugins(config),
         rootdir=str(config.rootpath),
         importmode=str(getattr(config.option, "importmode", None) or "prepend"),

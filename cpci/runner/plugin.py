@@ -46,6 +46,12 @@ def _session(config: pytest.Config) -> BatchedSession | None:
     return config.stash.get(SESSION, None)
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    batched = _session(session.config)
+    if batched is not None:  # the parent, not a rank
+        batched.start_early()
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     session = _session(config)

@@ -31,6 +31,7 @@ class PreloadSpec(BaseModel):
     """What the fork server imports, and how pytest would import it."""
 
     files: list[str]  # the test files the ranks collect
+    dirs: list[str] = []  # directories whose conftests (and their parents') are preloaded too
     plugins: list[str]  # the modules of the pytest plugins the ranks' pytest loads itself
     rootdir: str
     importmode: str = "prepend"
@@ -50,7 +51,7 @@ def preload(spec: PreloadSpec) -> None:
             __import__(module)
     before = set(sys.modules)
     root = Path(spec.rootdir)
-    for path in [*_conftests(spec.files, root), *spec.files]:
+    for path in [*_conftests([*spec.files, *spec.dirs], root), *spec.files]:
         with contextlib.suppress(BaseException), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             _import(Path(path), root, spec.importmode)
@@ -74,11 +75,13 @@ def autoloaded_plugins(config: pytest.Config) -> list[str]:
     return [e.module for e in entry_points(group="pytest11") if not blocked(e.name)]
 
 
-def _conftests(files: list[str], root: Path) -> list[str]:
-    """The conftest.py files pytest would load for `files`, outermost first, each once."""
+def _conftests(places: list[str], root: Path) -> list[str]:
+    """The conftest.py files pytest would load for `places` (files, or directories), outermost
+    first, each once."""
     found: dict[str, None] = {}
-    for file in files:
-        directory = Path(file).resolve().parent
+    for place in places:
+        path = Path(place).resolve()
+        directory = path if path.is_dir() else path.parent
         chain = [d for d in [directory, *directory.parents] if d == root or d.is_relative_to(root)]
         for d in reversed(chain):
             if (d / "conftest.py").is_file():

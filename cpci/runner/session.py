@@ -23,6 +23,7 @@ from cpci.runner.planning import (
     make_groups,
     spec_for,
 )
+from cpci.runner.preload_targets import early_targets
 from cpci.runner.progress import RunStats
 from cpci.runner.protocol import Backend
 from cpci.runner.pytest_reports import item_reports, skipped_reports, synthesized
@@ -57,6 +58,7 @@ class BatchedSession:
         self._arrived = threading.Condition()
         self._scheduler: Scheduler | None = None
         self._run_dir: Path | None = None
+        self.launcher: launchers.Launcher | None = None  # made early when it can be (fork)
         self._plain: dict[str, list[pytest.TestReport]] = {}
         self.devices: list[str] = []  # the GPUs worlds are spread over, by their visible names
 
@@ -142,22 +144,41 @@ class BatchedSession:
         return lines
 
     # -- running -------------------------------------------------------------------------------
+    def start_early(self) -> None:
+        """Start the fork launcher's server before collection, with the command line's test
+        files, so that its preload runs beside the parent's collection (not under --collect-only
+        or --cpci-plan, nor when the named files hold no config: see `preload_targets`)."""
+        if self.settings.launcher != "fork" or self.settings.plan_only:
+            return
+        if self.config.option.collectonly:
+            return
+        targets = early_targets(self.config, harness_tests=self.settings.testcases == "shared")
+        if targets is None:
+            return
+        self._run_dir = Path(tempfile.mkdtemp(prefix="cpci-run-"))
+        self.launcher = launchers.for_session(
+            self.config, "fork", targets.files, self._run_dir, conftest_dirs=targets.dirs
+        )
+
     def start(self) -> None:
         if not self.groups:
             return
-        self._run_dir = Path(tempfile.mkdtemp(prefix="cpci-run-"))
+        if self._run_dir is None:
+            self._run_dir = Path(tempfile.mkdtemp(prefix="cpci-run-"))
+        if self.launcher is None:  # files collected but not preloaded are imported by the ranks
+            self.launcher = launchers.for_session(
+                self.config,
+                self.settings.launcher,
+                [spec.path for spec in self.specs.values()],
+                self._run_dir,
+            )
         launch = WorldLaunch(
             run_dir=self._run_dir,
             pytest_args=self._worker_args(),
             invocation_dir=str(self.config.invocation_params.dir),
             collect_args=self._collect_args(),
             start_timeout_s=max(120.0, self.settings.timeout),
-            launcher=launchers.for_session(
-                self.config,
-                self.settings.launcher,
-                [spec.path for spec in self.specs.values()],
-                self._run_dir,
-            ),
+            launcher=self.launcher,
         )
         self._scheduler = Scheduler(
             self.groups,
@@ -285,6 +306,8 @@ class BatchedSession:
     def finish(self) -> None:
         if self._scheduler is not None:
             self._scheduler.stop()
+        if self.launcher is not None:
+            self.launcher.close()
         if self._results is not None:
             self._results.close()
         self._save_durations()

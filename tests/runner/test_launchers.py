@@ -136,3 +136,80 @@ def test_an_unknown_launcher_is_a_usage_error(tmp_path: Path, launcher: str) -> 
     result = run_pytest(tmp_path, f"--cpci-launcher={launcher}x")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "--cpci-launcher must be one of fork, torchrun" in result.stderr.str()
+
+
+#: Records, while the parent is still collecting, whether the fork server is already up and what
+#: it was told to preload.
+EARLY_CONFTEST = """
+import json, os
+from cpci.runner.plugin import SESSION
+
+def pytest_collection_modifyitems(config, items):
+    if SESSION not in config.stash:
+        return  # a rank
+    launcher = config.stash[SESSION].launcher
+    server = None if launcher is None else launcher.server
+    seen = {"server": None}
+    if server is not None:
+        os.kill(server.pid, 0)  # raises if the server is not running
+        seen = {"server": server.pid, "files": server.spec.files, "dirs": server.spec.dirs}
+    with open(os.environ["SEEN"], "w") as out:
+        json.dump(seen, out)
+"""
+
+EARLY_SUITE = """
+import os
+import pytest
+
+@pytest.mark.cpci(world_size=2)
+@pytest.mark.parametrize("i", range(2))
+def test_step(i, cpci_dist):
+    with open(os.path.join(os.environ["MARKS"], f"parent-{i}-{cpci_dist.rank}"), "w") as out:
+        out.write(str(os.getppid()))
+"""
+
+
+def test_the_fork_server_starts_before_collection_ends_with_the_named_files(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "conftest.py").write_text(EARLY_CONFTEST)
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_early.py").write_text(EARLY_SUITE)
+    (tmp_path / "tests" / "test_plain.py").write_text("def test_plain():\n    pass\n")
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    result = run_pytest(
+        tmp_path,
+        "tests",
+        "--cpci-launcher=fork",
+        env={"MARKS": str(marks), "SEEN": str(tmp_path / "seen.json")},
+    )
+    result.assert_outcomes(passed=3)
+    seen = json.loads((tmp_path / "seen.json").read_text())
+    # Up while the parent collected; of the directory's files, the one that can hold configs.
+    assert seen["files"] == [str((tmp_path / "tests" / "test_early.py").resolve())]
+    assert seen["dirs"] == [str((tmp_path / "tests").resolve())]
+    # Every rank was forked from that early server.
+    parents = {p.read_text() for p in marks.glob("parent-*")}
+    assert len(list(marks.glob("parent-*"))) == 4
+    assert parents == {str(seen["server"])}
+
+
+@pytest.mark.parametrize(
+    ("suite", "args"),
+    [
+        ("def test_plain():\n    pass\n", ["--cpci-launcher=fork"]),  # nothing can be a config
+        (EARLY_SUITE, ["--cpci-launcher=fork", "--collect-only"]),
+        (EARLY_SUITE, ["--cpci-launcher=fork", "--cpci-plan"]),
+        (EARLY_SUITE, ["--cpci-launcher=torchrun"]),
+    ],
+    ids=["plain", "collect-only", "plan", "torchrun"],
+)
+def test_no_fork_server_is_started_before_collection_where_none_would_be_used(
+    tmp_path: Path, suite: str, args: list[str]
+) -> None:
+    (tmp_path / "conftest.py").write_text(EARLY_CONFTEST)
+    (tmp_path / "test_early.py").write_text(suite)
+    seen = tmp_path / "seen.json"
+    run_pytest(tmp_path, *args, env={"MARKS": str(tmp_path), "SEEN": str(seen)})
+    assert json.loads(seen.read_text()) == {"server": None}
