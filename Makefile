@@ -17,8 +17,8 @@ $(STAMP): pyproject.toml requirements/ci.txt
 	$(PY) -m pip install --quiet -r requirements/ci.txt -e '.[runner,service,dev]'
 	touch $(STAMP)
 
-## demo: the main job end to end: service on SQLite, the CP suite batched for a main and a PR
-## commit (2 shards each), uploads, the PR comment, and the web UI until Ctrl-C
+## demo: the main job end to end: service on SQLite, the CP suite for four main commits and a
+## PR (the newest two as 2 shards each), uploads, the PR comment, and the web UI until Ctrl-C
 demo: $(STAMP)
 	$(PY) -m cpci demo $(DEMO_ARGS)
 

@@ -108,6 +108,11 @@ def api_durations(repository: str, branch: str | None = None, runs: int | None =
     return f"{api_repo(repository)}/durations" + (f"?{urlencode(query)}" if query else "")
 
 
+def api_flaky(repository: str) -> str:
+    """GET the configs labelled flaky, each with its evidence (the dashboard shows the top)."""
+    return f"{api_repo(repository)}/flaky"
+
+
 def api_commits(repository: str) -> str:
     """POST first-parent links (commit, parent) of the repository's history."""
     return f"{api_repo(repository)}/commits"

@@ -1,4 +1,4 @@
-"""`cpci demo`: the whole loop on this machine (service, batched CP suite, uploads, comment, UI)."""
+"""`cpci demo`: the whole loop on this machine (service, CP suite history, uploads, comment, UI)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ from typing import Any
 def register(sub: Any) -> None:
     parser: argparse.ArgumentParser = sub.add_parser(
         "demo",
-        help="run the bundled CP suite for a main and a PR commit, report, and serve the UI",
-        description="Starts the service on SQLite, runs the CP suite batched on CPU as 2 shards "
-        "for a 'main' commit and a 'PR' commit with an injected regression and a flaky config, "
-        "uploads them, prints the PR comment and the UI's URL, and serves the UI until Ctrl-C.",
+        help="run the bundled CP suite for four main commits and a PR, report, and serve the UI",
+        description="Starts the service on SQLite, runs the CP suite on CPU for four 'main' "
+        "commits (a flaky config at some) and a 'PR' commit with an injected regression, "
+        "uploads each job, prints the PR comment, the history and the UI's URLs, and serves the "
+        "UI until Ctrl-C.",
     )
     parser.add_argument("--dir", default="artifacts/demo", help="work folder (emptied first)")
     parser.add_argument("--port", type=int, default=8765, help="the service's port (127.0.0.1)")

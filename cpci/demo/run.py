@@ -1,140 +1,52 @@
-"""The demo: the whole cpci loop on this machine, on CPU, in a few minutes.
+"""The demo: the whole cpci loop on this machine, on CPU, in about a minute and a half.
 
-1. a result service on embedded SQLite (a real `cpci serve` on 127.0.0.1);
-2. the bundled CP attention suite, batched through the runner on gloo, as 2 shards, for a "main"
-   commit and for a "PR" commit that carries an injected regression and a flaky config
-   (`cpci.demo.faults`); each shard uploaded like a CI job would;
-3. the PR comment the bot would post, printed, and the web UI's URLs; the UI stays up until Ctrl-C.
+1. a result service on embedded SQLite (a real `cpci serve` on 127.0.0.1), booting while the
+   first suite runs;
+2. the bundled CP attention suite, run by the real runner on gloo, for the history of
+   `cpci.demo.history`: four main commits (first-parent links recorded, so the service knows
+   their order) and a PR with an injected regression; each job's results uploaded like a CI
+   job's, in history order;
+3. what the service made of it: the PR comment the bot would post, the history the dashboard
+   shows (runs, flaky configs), the URLs of the dashboard, a config's timeline, the flaky list
+   and the PR page, and the total time; the UI stays up until Ctrl-C.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
-import subprocess
-import sys
+import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
 
-from cpci.schema import RunEnvelope, read_results
+from cpci import urls
+from cpci.demo.history import BASE, MAIN, PR_NUMBER, REPOSITORY, first_parent_links
+from cpci.demo.jobs import JobRun, Say, jobs, run_job
+from cpci.demo.service import Service
+from cpci.schema import RunEnvelope
 from cpci.upload.environment import detect
 from cpci.upload.send import Backoff, deliver
+from cpci.upload.service_client import ServiceClient
 from cpci.upload.spool import Spool
 
-REPOSITORY = "demo/cp-attention"
-MAIN_SHA = "1a2b3c4d5e6f708192a3b4c5d6e7f80912a3b4c5"
-PR_SHA = "9f8e7d6c5b4a39281706f5e4d3c2b1a098f7e6d5"
-PR_NUMBER = 1
-SHARDS = 2
-#: The ring forgets the head-tail layout past rank 1; one 2-rank config fails on its first attempt.
-PR_FAULTS = "ring-balance,flaky=test_cp2[a2a-full-cont-fp32-bshd-mha]"
+#: Jobs at once: a job waits on its worlds' start and its ranks' collectives part of the time,
+#: so two keep this machine's two cores busier than one (measured: see the README's demo section).
+PARALLEL = 2
 
 
-@dataclass(frozen=True)
-class Commit:
-    label: str
-    sha: str
-    run_id: str
-    faults: str
-    branch: str
-    pull_request: int | None = None
-    base: str | None = None
-
-
-COMMITS = (
-    Commit("main", MAIN_SHA, "1001", "", "main"),
-    Commit(f"PR #{PR_NUMBER}", PR_SHA, "1002", PR_FAULTS, "fix-ring", PR_NUMBER, MAIN_SHA),
-)
-
-Say = Callable[[str], None]
+_PRINTING = threading.Lock()
 
 
 def _say(text: str) -> None:
-    print(f"[cpci demo] {text}", flush=True)
+    with _PRINTING:  # jobs report from their own threads: one line at a time
+        print(f"[cpci demo] {text}", flush=True)
 
 
-class Service:
-    """A `cpci serve` child process on a fresh SQLite database."""
-
-    def __init__(self, workdir: Path, port: int) -> None:
-        self.url = f"http://127.0.0.1:{port}"
-        self.env = {
-            **os.environ,
-            "CPCI_DATABASE_URL": f"sqlite:///{workdir / 'cpci.db'}",
-            "CPCI_HOST": "127.0.0.1",
-            "CPCI_PORT": str(port),
-        }
-        self.log = open(workdir / "service.log", "w")  # noqa: SIM115 - closed in stop()
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "cpci", "serve"],
-            env=self.env,
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-        )
-
-    def wait_ready(self, timeout_s: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"cpci serve exited; see {self.log.name}")
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.1)
-        raise RuntimeError(f"cpci serve did not answer within {timeout_s:g} s; see {self.log.name}")
-
-    def create_token(self) -> str:
-        # The demo uploads main's history as well as the PR: a branch-scoped token.
-        command = [sys.executable, "-m", "cpci", "token", "create", REPOSITORY, "--json"]
-        command += ["--scope", "branch"]
-        made = subprocess.run(command, env=self.env, capture_output=True, text=True, check=True)
-        return str(json.loads(made.stdout)["token"])
-
-    def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(timeout=10)
-        self.log.close()
-
-
-def run_shard(workdir: Path, commit: Commit, shard: int, say: Say) -> Path:
-    """One CI job: the CP suite's shard through the batched runner, results to a file."""
-    results = workdir / f"results-{commit.run_id}-{shard}.jsonl"
-    env = {**os.environ, "CPCI_DEMO_DIR": str(workdir), "CPCI_DEMO_FAULTS": commit.faults}
-    command = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "--pyargs",
-        "cpci.suites.cp",
-        "-q",
-        "-p",
-        "no:cacheprovider",
-        "-p",
-        "cpci.demo.faults",
-        f"--cpci-shard={shard}/{SHARDS}",
-        f"--cpci-results={results}",
-        "--cpci-isolate-failures",
-        "--cpci-batch-size=32",
-        "--cpci-progress-interval=15",
-        "-o",
-        "console_output_style=count",
-    ]
-    say(f"{commit.label} ({commit.sha[:8]}), shard {shard + 1}/{SHARDS}: the CP suite, batched")
-    code = subprocess.run(command, env=env, cwd=workdir).returncode
-    if code not in (0, 1):
-        raise RuntimeError(f"pytest exited with {code} for {commit.label} shard {shard}")
-    return results
-
-
-def upload(server: str, token: str, commit: Commit, shard: int, results: Path, say: Say) -> None:
-    records = read_results(str(results))
+def upload(server: str, token: str, done: JobRun, say: Say) -> None:
+    """Upload one job's results as its CI job would."""
+    commit, shard = done.job.commit, done.job.shard
     envelope = RunEnvelope(
         repository=REPOSITORY,
         commit=commit.sha,
@@ -143,23 +55,21 @@ def upload(server: str, token: str, commit: Commit, shard: int, results: Path, s
         base_commit=commit.base,
         ci_run_id=commit.run_id,
         shard_index=shard,
-        shard_total=SHARDS,
+        shard_total=commit.shards,
         runner_name=f"demo-runner-{shard}",
         runner_labels=["self-hosted", "cpu", "demo"],
-        environment=detect(records),
-        results=records,
+        environment=detect(done.records),
+        results=done.records,
     )
-    done = deliver(
-        server, lambda: token, envelope, spool=Spool(results.parent / "spool"), backoff=Backoff()
-    )
-    if done.receipt is None:
-        raise RuntimeError(f"upload failed: {done.error}")
-    say(f"uploaded {done.receipt.results} results: {done.receipt.shards.text}")
+    spool = Spool(done.results.parent / "spool")
+    sent = deliver(server, lambda: token, envelope, spool=spool, backoff=Backoff())
+    if sent.receipt is None:
+        raise RuntimeError(f"upload of {done.job.name} failed: {sent.error}")
+    say(f"{done.summary()}; uploaded: {sent.receipt.shards.text}")
 
 
 def pr_comment(server: str) -> str:
     from cpci.github.comment import CommentOptions, render
-    from cpci.upload.service_client import ServiceClient
 
     report = ServiceClient(server, None).pull_report(REPOSITORY, PR_NUMBER)
     if report is None:
@@ -173,28 +83,77 @@ def pr_comment(server: str) -> str:
     )
 
 
+def show_history(server: str, say: Say) -> str:
+    """Say what the dashboard shows of main's history; returns the flaky config's key.
+
+    Raises when the history is not all there: the demo exists to show it.
+    """
+    from cpci.server.views.read_models import Dashboard
+
+    response = httpx.get(server + urls.api_dashboard(REPOSITORY), timeout=30)
+    response.raise_for_status()
+    dashboard = Dashboard.model_validate_json(response.content)
+    trend = ", ".join(
+        f"{row.run.commit[:8]} {row.pass_rate:.1%}" if row.pass_rate is not None else "-"
+        for row in reversed(dashboard.runs)
+    )
+    say(f"dashboard: {len(dashboard.runs)} runs of {dashboard.branch}, pass rate {trend}")
+    if len(dashboard.runs) != len(MAIN) or not dashboard.flaky:
+        raise RuntimeError(
+            f"the dashboard shows {len(dashboard.runs)} main run(s) (expected {len(MAIN)}) and "
+            f"{len(dashboard.flaky)} flaky config(s) (expected some); see the service's log"
+        )
+    for row in dashboard.flaky:
+        say(f"flaky: {row.config}: {row.reason}")
+    return dashboard.flaky[0].config
+
+
+def _run_history(service: Service, say: Say) -> int:
+    """Run every job (PARALLEL at once) and upload each in history order; returns the count."""
+    todo = jobs()
+    with ThreadPoolExecutor(PARALLEL, thread_name_prefix="demo-job") as pool:
+        futures: list[Future[JobRun]] = [
+            pool.submit(run_job, job, service.database.parent, say) for job in todo
+        ]
+        try:
+            service.wait_ready()
+            token = service.create_token()
+            say(f"service up on {service.url} (SQLite in {service.database})")
+            recorded = ServiceClient(service.url, token).record_commits(
+                REPOSITORY, first_parent_links()
+            )
+            say(f"recorded {recorded} first-parent link(s) of main")
+            for future in futures:
+                upload(service.url, token, future.result(), say)
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+    return len(todo)
+
+
 def main(workdir: Path, port: int, wait: bool, say: Say = _say) -> int:
     if workdir.exists():
         shutil.rmtree(workdir)
     workdir.mkdir(parents=True)
     started = time.monotonic()
+
+    def timed(text: str) -> None:
+        say(f"{time.monotonic() - started:5.1f} s  {text}")
+
     service = Service(workdir, port)
     try:
-        service.wait_ready()
-        token = service.create_token()
-        say(f"service up on {service.url} (SQLite in {workdir / 'cpci.db'})")
-        for commit in COMMITS:
-            for shard in range(SHARDS):
-                results = run_shard(workdir, commit, shard, say)
-                upload(service.url, token, commit, shard, results, say)
-        say(f"all 4 shards uploaded in {time.monotonic() - started:.0f} s")
+        count = _run_history(service, timed)
+        timed(f"{count} jobs for {len(MAIN) + 1} commits run and uploaded")
         print("\n" + "=" * 30 + " the PR comment cpci would post " + "=" * 30)
         print(pr_comment(service.url))
         print("=" * 92 + "\n")
-        from cpci import urls
-
-        say(f"dashboard: {service.url}{urls.dashboard(REPOSITORY)}")
-        say(f"PR report: {service.url}{urls.pull(REPOSITORY, PR_NUMBER)}")
+        flaky = show_history(service.url, timed)
+        dashboard = service.url + urls.dashboard(REPOSITORY)
+        say(f"dashboard (pass-rate trend): {dashboard}")
+        say(f"flaky list: {dashboard}#flaky-h (JSON: {service.url}{urls.api_flaky(REPOSITORY)})")
+        say(f"a config's timeline: {service.url}{urls.config(REPOSITORY, flaky)}")
+        say(f"PR report (based on {BASE.label}): {service.url}{urls.pull(REPOSITORY, PR_NUMBER)}")
+        say(f"done in {time.monotonic() - started:.0f} s")
         if wait:
             say("the web UI stays up until Ctrl-C")
             try:
