@@ -7,6 +7,13 @@ from pathlib import Path
 from typing import Any
 
 
+def _jobs(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
 def register(sub: Any) -> None:
     parser: argparse.ArgumentParser = sub.add_parser(
         "demo",
@@ -19,10 +26,14 @@ def register(sub: Any) -> None:
     parser.add_argument("--dir", default="artifacts/demo", help="work folder (emptied first)")
     parser.add_argument("--port", type=int, default=8765, help="the service's port (127.0.0.1)")
     parser.add_argument("--no-wait", action="store_true", help="stop the service when done")
+    parser.add_argument(
+        "--jobs", type=_jobs, default=None, help="CI jobs (suite runs) at once (default: 2)"
+    )
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from cpci.demo.run import main
+    from cpci.demo.run import PARALLEL, main
 
-    return main(Path(args.dir).resolve(), args.port, wait=not args.no_wait)
+    parallel = PARALLEL if args.jobs is None else args.jobs
+    return main(Path(args.dir).resolve(), args.port, wait=not args.no_wait, parallel=parallel)

@@ -109,10 +109,10 @@ def show_history(server: str, say: Say) -> str:
     return dashboard.flaky[0].config
 
 
-def _run_history(service: Service, say: Say) -> int:
-    """Run every job (PARALLEL at once) and upload each in history order; returns the count."""
+def _run_history(service: Service, parallel: int, say: Say) -> int:
+    """Run every job (`parallel` at once) and upload each in history order; returns the count."""
     todo = jobs()
-    with ThreadPoolExecutor(PARALLEL, thread_name_prefix="demo-job") as pool:
+    with ThreadPoolExecutor(parallel, thread_name_prefix="demo-job") as pool:
         futures: list[Future[JobRun]] = [
             pool.submit(run_job, job, service.database.parent, say) for job in todo
         ]
@@ -132,7 +132,9 @@ def _run_history(service: Service, say: Say) -> int:
     return len(todo)
 
 
-def main(workdir: Path, port: int, wait: bool, say: Say = _say) -> int:
+def main(workdir: Path, port: int, wait: bool, say: Say = _say, parallel: int = PARALLEL) -> int:
+    if parallel < 1:
+        raise ValueError(f"--jobs must be >= 1, got {parallel}")
     if workdir.exists():
         shutil.rmtree(workdir)
     workdir.mkdir(parents=True)
@@ -143,7 +145,7 @@ def main(workdir: Path, port: int, wait: bool, say: Say = _say) -> int:
 
     service = Service(workdir, port)
     try:
-        count = _run_history(service, timed)
+        count = _run_history(service, parallel, timed)
         timed(f"{count} jobs for {len(MAIN) + 1} commits run and uploaded")
         print("\n" + "=" * 30 + " the PR comment cpci would post " + "=" * 30)
         print(pr_comment(service.url))
