@@ -356,7 +356,7 @@ class BatchedSession:
         if self.settings.plan_only:
             return
         source = self.settings.durations
-        if source is not None and not source.is_url:
+        if source is not None and not source.is_url and sharding.recorded_here(source.path):
             sharding.save(source.path, self.durations)
             return
         cache = getattr(self.config, "cache", None)
