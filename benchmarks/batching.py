@@ -16,12 +16,16 @@ the sum of config durations; then the ratios against one torchrun per config.
     python benchmarks/batching.py [--configs 32] [--suites small,te] [--modes all]
 
 The TE-shaped suite is slow in the first two modes (minutes); `--modes pool,fork` skips them.
+Every mode runs with pytest's plugin autoload off and cpci's plugin named (`--autoload` to keep
+whatever is installed): a dev venv's plugins (hypothesis, schemathesis, ...) cost seconds in
+every process, which would measure them rather than cpci.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -75,12 +79,16 @@ class Measured:
     skipped: int
 
 
-def run(path: Path, test_file: str, mode: str) -> Measured:
+def run(path: Path, test_file: str, mode: str, autoload: bool) -> Measured:
     results = path / f"results-{test_file}-{mode}.jsonl"
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    env = dict(os.environ)
+    if not autoload:  # cpci alone: not the seconds a dev venv's plugins cost every process
+        env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+        command += ["-p", "cpci.runner.plugin"]
     command += [*MODES[mode][1], f"--cpci-results={results}", test_file]
     start = time.perf_counter()
-    proc = subprocess.run(command, cwd=path, capture_output=True, text=True)
+    proc = subprocess.run(command, cwd=path, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - start
     if proc.returncode != 0:
         sys.exit(f"{mode} on {test_file} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
@@ -126,6 +134,12 @@ def main() -> None:
     parser.add_argument(
         "--modes", default="all", help=f"comma list of {', '.join(MODES)}, or all (default)"
     )
+    parser.add_argument(
+        "--autoload",
+        action="store_true",
+        help="let pytest autoload every installed plugin in every process (by default only cpci's "
+        "plugin loads, so the figures are cpci's and not the installed plugins' import time)",
+    )
     args = parser.parse_args()
     modes = list(MODES) if args.modes == "all" else args.modes.split(",")
     unknown = set(modes) - set(MODES)
@@ -147,7 +161,7 @@ def main() -> None:
             )
             baseline: Measured | None = None
             for mode in modes:
-                measured = run(path, test_file, mode)
+                measured = run(path, test_file, mode, args.autoload)
                 print(_row(MODES[mode][0], measured, baseline), flush=True)
                 if mode == "per-config":
                     baseline = measured
