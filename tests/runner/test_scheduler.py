@@ -38,16 +38,19 @@ def test_a_config_that_cannot_be_planned_fails_alone(pytester: pytest.Pytester) 
 def test_several_worlds_at_once_with_progress_lines(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         """
+        import time
         import pytest
         import torch.distributed as dist
         @pytest.mark.cpci(world_size=1)
         @pytest.mark.parametrize("i", range(3))
         def test_alone(i, cpci_dist):
+            # Work that outlasts several progress intervals, so the line is due while worlds run.
+            time.sleep(1.0)
             assert dist.get_world_size() == 1
         """
     )
     result = pytester.runpytest_subprocess(
-        "--cpci-workers=2", "--cpci-batch-size=1", "--cpci-progress-interval=0.5"
+        "--cpci-workers=2", "--cpci-batch-size=1", "--cpci-progress-interval=0.1"
     )
     result.assert_outcomes(passed=3)
     assert worlds_started(result.stdout.str()) == 3
