@@ -27,6 +27,7 @@ from cpci.server.core.config import Settings
 from cpci.server.core.db import create_db_engine
 from cpci.server.core.metrics import Metrics, MetricsMiddleware
 from cpci.server.core.oidc import OidcVerifier
+from cpci.server.crud.prime import prime_pull_reports
 from cpci.server.shard_cache import ShardCache
 from cpci.server.ui import install_ui
 from cpci.server.webhook_handling import DeliveryContext, handle_delivery
@@ -50,6 +51,11 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        # Before serving, so the first report read after a restart finds its PR's read models
+        # (CPCI_WARM_ON_START_*); before the freeze, so what it read is left out of full passes.
+        prime_pull_reports(
+            engine=engine, settings=settings, links=_app.state.links, cache=_app.state.shard_cache
+        )
         # What is alive when serving starts (modules, routes, the engine) lives as long as the
         # process: keep it out of the cycle collector's full passes, which an upload or report
         # (tens of thousands of objects) otherwise triggers, rescanning all of it each time.

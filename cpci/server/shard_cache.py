@@ -151,6 +151,11 @@ class ShardCache:
         self._lock = threading.Lock()
         self._listener = listener
 
+    @property
+    def shard_set_capacity(self) -> int:
+        """How many values by shard set are kept: more loads push the least recent out."""
+        return self._shard_sets.size
+
     def counts(self, kind: str) -> KindCounts:
         """A copy of the hit, load and wait counts of values by shard set of `kind`."""
         with self._lock:

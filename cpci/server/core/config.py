@@ -170,6 +170,24 @@ class Settings(BaseSettings):
         description="read a PR's report read model into the cache when an upload to its newest "
         "head is stored, before answering, so the first report read after it is warm",
     )
+    warm_on_start_s: float = Field(
+        default=20.0,
+        ge=0,
+        description="seconds the service may spend at start-up, before it serves, reading the "
+        "report read models of recently active PRs into the cache, so the first report read "
+        "after a restart is warm; no new PR is started past it; 0 = off",
+    )
+    warm_on_start_pulls: int = Field(
+        default=4,
+        ge=0,
+        description="the most PRs read at start-up, the most recently active first (fewer "
+        "when the cache holds fewer)",
+    )
+    warm_on_start_days: float = Field(
+        default=7.0,
+        gt=0,
+        description="only PRs with a run uploaded in the last this many days are read at start-up",
+    )
 
     @field_validator("database_url")
     @classmethod

@@ -54,6 +54,10 @@ from cpci.server.policies import evidence_policy, flakiness_policy
 from cpci.server.shard_cache import ShardCache
 from cpci.urls import Links
 
+#: Values by shard set one PR's report keeps in the cache: its head, its base's results and its
+#: base branch's timings (PRs on one base share the last two).
+READ_MODELS_PER_PULL = 3
+
 
 def pull_request_report(
     *,
