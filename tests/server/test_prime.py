@@ -84,6 +84,7 @@ def test_after_a_restart_the_first_report_read_finds_its_head_primed(
         started = KindCounts(loads=1) if prime else KindCounts()
         assert cache.counts("pull_head") == started
         assert cache.counts("results_by_leg") == started  # the base's
+        assert cache.counts("passed_durations_by_leg") == started  # its timings: 29 passed
         report = report_of(client, 7)
     assert failing(report) == [config("c07")]
     if prime:  # nothing read again: the head and the base were there

@@ -317,6 +317,8 @@ def test_a_pr_upload_builds_its_report_before_answering(
     assert report.total("infra") == CONFIGS
     assert cache.counts("pull_head") == KindCounts(hits=3, loads=1)  # not read again
     assert cache.counts("results_by_leg") == KindCounts(hits=3, loads=1)
+    # No config passed at head, so none is timed: the base branch's timings were never read.
+    assert cache.counts("passed_durations_by_leg") == KindCounts()
 
 
 def test_without_the_warm_step_two_first_reads_at_once_read_the_head_once(

@@ -184,7 +184,12 @@ def _read_models(
             (s.id for s in uploads if s.id is not None),
             lambda: _by_leg(session, uploads),
         )
-    samples = _base_samples(session, cache, base_run, settings.baseline_runs) if base_run else {}
+    # Only configs that passed at head are timed: with none, the base's timings go unread.
+    samples = (
+        _base_samples(session, cache, base_run, settings.baseline_runs)
+        if base_run is not None and head.passed_any
+        else {}
+    )
     return _ReadModels(head_runs, head, baseline, base_run, base, samples)
 
 
@@ -239,6 +244,7 @@ class _Head:
     order: list[ConfigLeg]  # `report_order`
     storms: Storms
     needs_history: list[int]  # the failing configs, but for those caught in an infra storm
+    passed_any: bool  # some config passed (a storm's head may hold no passing result at all)
 
 
 @gc_paused()
@@ -261,6 +267,7 @@ def _head(session: Session, shards: Sequence[Shard], policy: StormPolicy) -> _He
         order=report_order(results, configs),
         storms=storms,
         needs_history=sorted(failing),
+        passed_any=any(r.outcome == "passed" for rs in results.values() for r in rs),
     )
 
 
