@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 from typing import Any
 
 from cpci.cli.db import add_database_option
@@ -44,5 +45,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         migrate.require_current(engine)
     app = create_app(settings, engine=engine)
+    # uvicorn configures its own loggers only: the service's (start-up priming, the webhook
+    # worker) would go unheard without a handler on the root logger.
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s:     %(name)s: %(message)s")
     uvicorn.run(app, host=settings.host, port=settings.port, log_level="info")
     return 0
