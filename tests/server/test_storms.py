@@ -124,6 +124,21 @@ def test_configs_sharing_result_views_are_counted_one_by_one() -> None:
     assert caught == {**dict.fromkeys(range(60), 0), **dict.fromkeys(range(70, 80), 1)}
 
 
+def test_configs_sharing_views_across_shards_and_legs_are_counted_per_place() -> None:
+    """One list of shared views, held by configs of three places interleaved in the head's
+    order: each place counts only its own (the grouping by views is per place)."""
+    shared = crashed(1)
+    places = [(0, "h100"), (1, "h100"), (0, "a100")]
+    head = {i: list(shared) if i % 4 else PASSED for i in range(90)}
+    where = {i: places[i % 3] for i in head}
+    found = find_storms(head, where, StormPolicy(share=0.7, min_configs=5)).found
+    assert [(s.shard, s.leg, s.configs, s.of) for s in found] == [
+        (0, "a100", 23, 30),  # i = 8 mod 12 passed: 7 of them
+        (0, "h100", 22, 30),
+        (1, "h100", 22, 30),
+    ]
+
+
 @pytest.mark.parametrize(("share", "count"), [(0.0, 5), (1.5, 5), (0.8, 0)])
 def test_a_bad_storm_policy_is_refused(share: float, count: int) -> None:
     with pytest.raises(ValueError, match="storm"):

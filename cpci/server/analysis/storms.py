@@ -98,23 +98,24 @@ def find_storms(
     """The storms among `head` (results per config), `where` placing each config on its
     (shard index, leg). Configs with no place are left out. Cheap per config: loaders share one
     view among identical results, so a storm's configs hold equal lists of the same few views;
-    configs are grouped by those views (by identity: `head` keeps them alive) and each group is
-    signed once, its size counted."""
-    groups: dict[tuple[int, str], list[K]] = defaultdict(list)
-    for key in head:
+    configs are grouped by place and those views (by identity: `head` keeps them alive) in one
+    pass, and each group is signed once, its size counted."""
+    alike: dict[tuple[tuple[int, str], tuple[int, ...]], list[K]] = defaultdict(list)
+    for key, results in head.items():
         place = where.get(key)
         if place is not None:
-            groups[place].append(key)
+            alike[place, tuple(map(id, results))].append(key)
+    groups: dict[tuple[int, str], list[list[K]]] = defaultdict(list)
+    for (place, _), same in alike.items():  # in the order of each group's first config
+        groups[place].append(same)
     found: list[Storm] = []
     of: dict[object, Storm] = {}
     seen: dict[tuple[str, str], Signed] = {}
-    for (shard, leg), keys in sorted(groups.items()):
-        if len(keys) < policy.min_configs:
+    for (shard, leg), sames in sorted(groups.items()):
+        configs = sum(map(len, sames))
+        if configs < policy.min_configs:
             continue
-        alike: dict[tuple[int, ...], list[K]] = defaultdict(list)
-        for k in keys:
-            alike[tuple(map(id, head[k]))].append(k)
-        signed = [(failure_signature(head[same[0]], seen), same) for same in alike.values()]
+        signed = [(failure_signature(head[same[0]], seen), same) for same in sames]
         counts: Counter[Signed] = Counter()
         for sign, same in signed:
             if sign is not None:
@@ -122,9 +123,9 @@ def find_storms(
         if not counts:
             continue
         (sig, rule), n = counts.most_common(1)[0]
-        if n < policy.min_configs or n < policy.share * len(keys):
+        if n < policy.min_configs or n < policy.share * configs:
             continue
-        storm = Storm(shard=shard, leg=leg, signature=sig, configs=n, of=len(keys), infra_rule=rule)
+        storm = Storm(shard=shard, leg=leg, signature=sig, configs=n, of=configs, infra_rule=rule)
         found.append(storm)
         for sign, same in signed:
             if sign == (sig, rule):
