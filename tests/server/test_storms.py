@@ -24,6 +24,7 @@ from cpci.github.comment import CommentOptions, render
 from cpci.github.publish import check_run_fields
 from cpci.schema import PullRequestReport, ReportSectionPage
 from cpci.server import Settings, create_app
+from cpci.server.analysis.pull_report import ConfigLeg, report_order
 from cpci.server.analysis.storms import StormPolicy, failure_signature, find_storms
 from cpci.server.analysis.verdicts import ResultView
 from cpci.server.shard_cache import KindCounts, ShardCache
@@ -143,6 +144,19 @@ def test_configs_sharing_views_across_shards_and_legs_are_counted_per_place() ->
 def test_a_bad_storm_policy_is_refused(share: float, count: int) -> None:
     with pytest.raises(ValueError, match="storm"):
         StormPolicy(share=share, min_configs=count)
+
+
+def test_sections_list_configs_by_key_then_leg() -> None:
+    head = dict.fromkeys(
+        [ConfigLeg(2, "h100"), ConfigLeg(1, "h100"), ConfigLeg(3, ""), ConfigLeg(2, "a100")]
+    )
+    keys = {1: "t[b]@2", 2: "t[a]@2", 3: "t[a]@4"}
+    assert report_order(head, keys) == [
+        ConfigLeg(2, "a100"),
+        ConfigLeg(2, "h100"),
+        ConfigLeg(3, ""),
+        ConfigLeg(1, "h100"),
+    ]
 
 
 CONFIGS, CAP = 300, 50
