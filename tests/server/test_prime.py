@@ -129,6 +129,19 @@ def test_pulls_without_a_recent_run_are_not_primed(
     assert done.failed == done.skipped == []
 
 
+def test_no_more_pulls_are_primed_than_the_cache_keeps(
+    engine: Engine, db_url: str, token: str, make_client: ClientFactory
+) -> None:
+    """A cache of 7 values by shard set keeps two PRs' read models (3 each): a third would push
+    the newest out, so CPCI_WARM_ON_START_PULLS=4 primes two."""
+    seed(make_client, token, [1, 2, 3])
+    settings = Settings(database_url=db_url, warm_on_start_pulls=4)
+    cache = ShardCache(max_shard_sets=7)
+    done = prime_pull_reports(engine=engine, settings=settings, links=Links(), cache=cache)
+    assert [str(p) for p in done.primed] == [f"{REPO}#3", f"{REPO}#2"]
+    assert cache.counts("pull_head") == KindCounts(loads=2)
+
+
 def test_no_pull_is_started_once_the_time_budget_is_spent(
     engine: Engine, db_url: str, token: str, make_client: ClientFactory
 ) -> None:
