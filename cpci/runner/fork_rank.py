@@ -39,13 +39,19 @@ def unsafe_fork_reason() -> str | None:
     torch = sys.modules.get("torch")
     if torch is None:
         return None
-    cuda = torch.cuda
-    if cuda._is_in_bad_fork():
+    if torch.cuda._is_in_bad_fork():
         return "torch reports a bad fork: CUDA was initialised in the process this rank forked from"
-    # `is_initialized()` is False in a bad fork by design; the flag says what the parent did.
-    if getattr(cuda, "_initialized", False):
+    if cuda_initialised():
         return "CUDA was initialised in the process this rank forked from"
     return None
+
+
+def cuda_initialised() -> bool:
+    """Whether this process (or, in a fork, the process it was forked from) initialised CUDA,
+    without initialising it: `torch.cuda.is_initialized()` is False in a bad fork by design,
+    the flag says what the parent did."""
+    torch = sys.modules.get("torch")
+    return torch is not None and bool(getattr(torch.cuda, "_initialized", False))
 
 
 def main(world_dir: str, rank: int, env: dict[str, str]) -> None:

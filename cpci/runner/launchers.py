@@ -6,14 +6,16 @@ were then stopped, as torchrun does), `kill()` ends the whole process tree of ev
 way each rank's exit is written to `rank-N.exit` (`cpci.runner.rank_exit`), so the world reads
 how ranks ended the same way whichever launcher started them.
 
-- `fork` (the default): multiprocessing's fork server, started once per session with torch,
-  pytest, cpci's rank side and the suite's test modules' imports preloaded
-  (`cpci.runner.preload`), forks each rank (`cpci.runner.fork_rank`) with the environment
-  torchrun's agent gives its workers. The parent hosts the world's c10d store, as torchrun's
-  agent does (`TORCHELASTIC_USE_AGENT_STORE`), on a port the kernel picked: no free-port race.
+- `fork` (the default): each rank (`cpci.runner.fork_rank`) is forked, with the environment
+  torchrun's agent gives its workers, from an interpreter that has torch, pytest and the suite's
+  imports loaded: a copy of the pytest process made once collection is over
+  (`cpci.runner.zygote`), or, where that process is not fit to fork (another thread runs in it),
+  multiprocessing's fork server, started once per session with them preloaded
+  (`cpci.runner.preload`). The parent hosts the world's c10d store, as torchrun's agent does
+  (`TORCHELASTIC_USE_AGENT_STORE`), on a port the kernel picked: no free-port race.
 - `torchrun`: `python -m torch.distributed.run --standalone` with `cpci.runner.shim` per rank.
 
-Where forking is unsafe (the fork server has CUDA initialised: a rank refuses with
+Where forking is unsafe (what forks has CUDA initialised: a rank refuses with
 `fork_rank.UNSAFE_FORK_EXIT`) or unavailable, the session falls back to torchrun once, with a
 warning that says why, and the world that found out is restarted under torchrun.
 """
@@ -33,9 +35,8 @@ import uuid
 import warnings
 from collections.abc import Callable
 from datetime import timedelta
-from multiprocessing.process import BaseProcess
 from pathlib import Path
-from typing import Any, Literal, NamedTuple, Protocol, get_args
+from typing import Literal, NamedTuple, Protocol, get_args
 
 import pytest
 
@@ -44,6 +45,7 @@ from cpci.runner.preload import PRELOAD_ENV, PreloadSpec, autoloaded_plugins
 from cpci.runner.processes import kill_tree
 from cpci.runner.rank_exit import RankExit
 from cpci.runner.world_dir import WorldDir
+from cpci.runner.zygote import Zygote, unfit_reason
 
 #: What `--cpci-launcher` takes.
 LauncherName = Literal["fork", "torchrun"]
@@ -132,11 +134,49 @@ def torchrun_env(rank: int, world_size: int, port: int, run_id: str) -> dict[str
     }
 
 
+class RankProcess(Protocol):
+    """A forked rank as its starter sees it (a multiprocessing process has all of it)."""
+
+    @property
+    def pid(self) -> int | None: ...
+
+    @property
+    def sentinel(self) -> int:
+        """Readable once the rank has ended."""
+        ...
+
+    @property
+    def exitcode(self) -> int | None: ...
+
+    def join(self) -> None:
+        """Wait for the rank's end (once its sentinel is readable, at once)."""
+        ...
+
+
+class RankForker(Protocol):
+    """What forks ranks: the pytest process's zygote (`cpci.runner.zygote`) or the fork server."""
+
+    @property
+    def pid(self) -> int: ...
+
+    def start_rank(self, world_dir: str, rank: int, env: dict[str, str]) -> RankProcess:
+        """Fork rank `rank` of the world in `world_dir` with `env` (an OSError if it cannot)."""
+        ...
+
+    def close(self) -> None:
+        """At the session's end."""
+        ...
+
+    def describe(self) -> str:
+        """Where ranks come from, for the run's summary."""
+        ...
+
+
 class ForkedRanks:
-    """A world forked from the fork server; a watcher thread records each rank's exit."""
+    """A world forked by a `RankForker`; a watcher thread records each rank's exit."""
 
     def __init__(
-        self, context: Any, world_dir: WorldDir, world_size: int, env: dict[str, str]
+        self, forker: RankForker, world_dir: WorldDir, world_size: int, env: dict[str, str]
     ) -> None:
         import torch.distributed as dist
 
@@ -145,7 +185,7 @@ class ForkedRanks:
             "127.0.0.1", 0, None, True, timeout=_STORE_TIMEOUT, wait_for_workers=False
         )
         run_id = uuid.uuid4().hex
-        self._processes: list[BaseProcess] = []
+        self._processes: list[RankProcess] = []
         self.refused = False  # a rank found forking unsafe
         self._stopping = False
         # Ranks whose exit the watcher recorded. Only the watcher reads exit codes: two threads
@@ -154,13 +194,7 @@ class ForkedRanks:
         try:
             for rank in range(world_size):
                 rank_env = {**env, **torchrun_env(rank, world_size, self._store.port, run_id)}
-                process = context.Process(
-                    target=_fork_rank_main,
-                    args=(str(world_dir.path), rank, rank_env),
-                    name=f"cpci-rank-{rank}",
-                )
-                process.start()
-                self._processes.append(process)
+                self._processes.append(forker.start_rank(str(world_dir.path), rank, rank_env))
         except BaseException:
             self._kill_all()
             raise
@@ -217,7 +251,7 @@ def _fork_rank_main(world_dir: str, rank: int, env: dict[str, str]) -> None:
     main(world_dir, rank, env)
 
 
-def _signal(process: BaseProcess, sig: signal.Signals) -> None:
+def _signal(process: RankProcess, sig: signal.Signals) -> None:
     if process.pid is not None:
         try:
             os.kill(process.pid, sig)
@@ -226,10 +260,13 @@ def _signal(process: BaseProcess, sig: signal.Signals) -> None:
 
 
 class ForkServer:
-    """The session's multiprocessing fork server, started with `spec` preloaded."""
+    """The session's multiprocessing fork server, started with `spec` preloaded: where the
+    pytest process cannot be forked itself (`cpci.runner.zygote.unfit_reason`), or before
+    collection is over (it preloads beside it)."""
 
     def __init__(self, spec: PreloadSpec) -> None:
         self.spec = spec
+        self._used = False  # forked a rank (then it stays up: it ends with the session)
         self.context = multiprocessing.get_context("forkserver")
         self.context.set_forkserver_preload(["cpci.runner.preload"])
         from multiprocessing import forkserver
@@ -245,16 +282,32 @@ class ForkServer:
                 del os.environ[PRELOAD_ENV]
             else:
                 os.environ[PRELOAD_ENV] = previous
-        self.pid: int | None = getattr(forkserver._forkserver, "_forkserver_pid", None)
+        pid = getattr(forkserver._forkserver, "_forkserver_pid", None)
+        if pid is None:
+            raise OSError("multiprocessing's fork server did not start")
+        self.pid: int = pid
 
-    def stop(self) -> None:
+    def start_rank(self, world_dir: str, rank: int, env: dict[str, str]) -> RankProcess:
+        self._used = True
+        process = self.context.Process(
+            target=_fork_rank_main, args=(world_dir, rank, env), name=f"cpci-rank-{rank}"
+        )
+        process.start()
+        return process
+
+    def describe(self) -> str:
+        return f"ranks forked from multiprocessing's fork server (pid {self.pid}, preloaded)"
+
+    def close(self) -> None:
         """End a server that never forked a rank (it may still be preloading, so it is killed
-        rather than asked: it reads its stop signal only once its preload is done)."""
+        rather than asked: it reads its stop signal only once its preload is done); one that
+        forked ranks ends with the session's process."""
         from multiprocessing import forkserver
 
-        if self.pid is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.pid, signal.SIGKILL)
+        if self._used:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
         stop = getattr(forkserver._forkserver, "_stop", None)
         if stop is not None:
             stop()  # reaps it; a later session starts a fresh one
@@ -311,47 +364,53 @@ class Launcher:
         self,
         name: LauncherName,
         *,
-        preload: PreloadSpec | None = None,
+        make_forker: Callable[[], RankForker] | None = None,
         on_fallback: Callable[[str], None] | None = None,
     ) -> None:
         self._on_fallback = on_fallback
-        self._server: ForkServer | None = None
+        self._server: RankForker | None = None
         self._lock = threading.Lock()
-        self._used = False  # a world was started (a fork server that forked stays up)
         self.fell_back: str | None = None  # why the session uses torchrun after all
-        #: The fork server's process and what it preloads (None under torchrun).
-        self.server: ForkServer | None = None
+        #: What forks the ranks (None under torchrun), until the session ends.
+        self.server: RankForker | None = None
+        self._described = "ranks started by torchrun"
         if name == "fork":
-            assert preload is not None, "the fork launcher needs what to preload"
+            assert make_forker is not None, "the fork launcher needs something to fork ranks"
             try:
-                self._server = self.server = ForkServer(preload)
+                self._server = self.server = make_forker()
             except (ValueError, OSError) as exc:
-                self.fall_back(f"multiprocessing's fork server is unavailable ({exc})")
+                self.fall_back(f"ranks cannot be forked ({exc})")
+            else:
+                self._described = self.server.describe()
 
     @property
     def name(self) -> LauncherName:
         """What starts the next world."""
         return "fork" if self._server is not None else "torchrun"
 
+    def describe(self) -> str:
+        """Where the session's ranks came from, for its summary."""
+        if self.fell_back is not None:
+            return f"ranks started by torchrun after: {self.fell_back}"
+        return self._described
+
     def start(self, world_dir: WorldDir, world_size: int, env: dict[str, str]) -> Ranks:
         """Start the ranks of one world; `env` is the world's environment (rank vars added)."""
-        self._used = True
         server = self._server
         if server is not None:
             try:
-                ranks = ForkedRanks(server.context, world_dir, world_size, env)
+                ranks = ForkedRanks(server, world_dir, world_size, env)
             except Exception as exc:  # any failure to fork: torchrun will do
-                self.fall_back(f"the fork server could not start a world's ranks ({exc})")
+                self.fall_back(f"ranks could not be forked for a world ({exc})")
             else:
                 return _FallbackRanks(self, ranks, _WorldStart(world_dir, world_size, env))
         return TorchrunRanks(world_dir, world_size, env)
 
     def close(self) -> None:
-        """End the fork server if no world ever used it (started early, for a session that
-        then had no config to run); one that forked ranks ends with the session's process."""
-        if self.server is not None and not self._used:
-            self.server.stop()
-            self.server = self._server = None
+        """At the session's end, once its worlds are over: the forker's end."""
+        server, self.server, self._server = self.server, None, None
+        if server is not None:
+            server.close()
 
     def fall_back(self, why: str) -> None:
         """Use torchrun for the rest of the session; say why once."""
@@ -373,11 +432,14 @@ def for_session(
     run_dir: Path,
     *,
     conftest_dirs: list[str] | None = None,
+    collected: bool = False,
 ) -> Launcher:
     """The launcher of one pytest session; a fallback is a pytest warning and a progress line.
 
-    Made as the session starts (`cpci.runner.preload_targets`) or, failing that, once collection
-    is over; `conftest_dirs` are directories whose conftests are preloaded besides the files'."""
+    Made once collection is over (`collected`): then, where the pytest process is fit to fork
+    (`zygote.unfit_reason`), its own copy forks the ranks, with everything imported already.
+    Else a fork server preloads `test_files` (and the conftests of `conftest_dirs`): started as
+    the session starts (`cpci.runner.preload_targets`), its preload runs beside collection."""
 
     def warn(message: str) -> None:
         warning = PytestLauncherWarning(message)
@@ -391,16 +453,22 @@ def for_session(
         if reporter is not None:
             reporter.write_line(f"cpci: {message}")
 
-    preload = PreloadSpec(
-        files=list(dict.fromkeys(test_files)),
-        dirs=conftest_dirs or [],
-        plugins=autoloaded_plugins(config),
-        rootdir=str(config.rootpath),
-        importmode=str(getattr(config.option, "importmode", None) or "prepend"),
-        sys_path=list(sys.path),
-        log=str(run_dir / "forkserver.log"),
-    )
-    return Launcher(name, preload=preload if name == "fork" else None, on_fallback=warn)
+    def make_forker() -> RankForker:
+        files = list(dict.fromkeys(test_files))
+        if collected and unfit_reason() is None:
+            return Zygote(log=run_dir / "zygote.log", test_files=files)
+        preload = PreloadSpec(
+            files=files,
+            dirs=conftest_dirs or [],
+            plugins=autoloaded_plugins(config),
+            rootdir=str(config.rootpath),
+            importmode=str(getattr(config.option, "importmode", None) or "prepend"),
+            sys_path=list(sys.path),
+            log=str(run_dir / "forkserver.log"),
+        )
+        return ForkServer(preload)
+
+    return Launcher(name, make_forker=make_forker if name == "fork" else None, on_fallback=warn)
 
 
 class PytestLauncherWarning(pytest.PytestWarning):

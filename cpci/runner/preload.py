@@ -18,6 +18,7 @@ import contextlib
 import os
 import sys
 import warnings
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -55,10 +56,19 @@ def preload(spec: PreloadSpec) -> None:
         with contextlib.suppress(BaseException), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             _import(Path(path), root, spec.importmode)
-    test_files = {str(Path(f).resolve()) for f in spec.files}
-    for name in set(sys.modules) - before:
-        file = getattr(sys.modules[name], "__file__", None) or ""
-        if file and (Path(file).name == "conftest.py" or str(Path(file).resolve()) in test_files):
+    forget_suite_modules(spec.files, set(sys.modules) - before)
+
+
+def forget_suite_modules(test_files: Iterable[str], names: Iterable[str] | None = None) -> None:
+    """Drop the test modules and conftests (of `names`, by default all) from `sys.modules`, so
+    that a rank's pytest imports them afresh, with assertion rewriting and its own conftest
+    plugins; what they import stays loaded, which is what makes that cheap."""
+    files = {str(Path(f).resolve()) for f in test_files}
+    basenames = {os.path.basename(f) for f in files}  # torch alone is thousands of modules
+    for name in list(sys.modules if names is None else names):
+        file = getattr(sys.modules.get(name), "__file__", None) or ""
+        base = os.path.basename(file)
+        if base == "conftest.py" or (base in basenames and str(Path(file).resolve()) in files):
             del sys.modules[name]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import os
 import shutil
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from cpci.runner import durations_source, launchers, sharding
+from cpci.runner import durations_source, launchers, sharding, zygote
 from cpci.runner.agreement import local_outcome
 from cpci.runner.delivery import Delivery, skipped_record
 from cpci.runner.planning import (
@@ -145,12 +146,14 @@ class BatchedSession:
 
     # -- running -------------------------------------------------------------------------------
     def start_early(self) -> None:
-        """Start the fork launcher's server before collection, with the command line's test
-        files, so that its preload runs beside the parent's collection (not under --collect-only
-        or --cpci-plan, nor when the named files hold no config: see `preload_targets`)."""
+        """Where this process will not be fit to fork once collection is over (another thread
+        already runs in it: see `zygote.unfit_reason`), start the fork launcher's server now,
+        with the command line's test files, so that its preload runs beside the parent's
+        collection (not under --collect-only or --cpci-plan, nor when the named files hold no
+        config: see `preload_targets`)."""
         if self.settings.launcher != "fork" or self.settings.plan_only:
             return
-        if self.config.option.collectonly:
+        if self.config.option.collectonly or zygote.unfit_reason() is None:
             return
         targets = early_targets(self.config, harness_tests=self.settings.testcases == "shared")
         if targets is None:
@@ -165,12 +168,17 @@ class BatchedSession:
             return
         if self._run_dir is None:
             self._run_dir = Path(tempfile.mkdtemp(prefix="cpci-run-"))
-        if self.launcher is None:  # files collected but not preloaded are imported by the ranks
+        # What collection made (torch, the suite, its items) lives as long as the session: out of
+        # the cycle collector's full passes, which rescan it all (pytest's own at its end, with
+        # torch loaded: a fifth of a second), and shared, not copied, by a fork of this process.
+        gc.freeze()
+        if self.launcher is None:  # before the scheduler's threads: this process may fork
             self.launcher = launchers.for_session(
                 self.config,
                 self.settings.launcher,
                 [spec.path for spec in self.specs.values()],
                 self._run_dir,
+                collected=True,
             )
         launch = WorldLaunch(
             run_dir=self._run_dir,
@@ -299,6 +307,8 @@ class BatchedSession:
 
     def summary_lines(self) -> list[str]:
         lines = self.stats.summary_lines() if self._scheduler is not None else []
+        if self._scheduler is not None and self.launcher is not None:
+            lines.append(self.launcher.describe())
         if self._results is not None:
             lines.append(f"results: {self._results.path}")
         return lines

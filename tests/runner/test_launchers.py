@@ -139,10 +139,14 @@ def test_an_unknown_launcher_is_a_usage_error(tmp_path: Path, launcher: str) -> 
 
 
 #: Records, while the parent is still collecting, whether the fork server is already up and what
-#: it was told to preload.
+#: it was told to preload. With THREAD set, it starts a thread in the parent first (as some
+#: plugins do): then the parent will not be fit to fork once collection is over.
 EARLY_CONFTEST = """
-import json, os
+import json, os, threading
 from cpci.runner.plugin import SESSION
+
+if os.environ.get("THREAD") and "RANK" not in os.environ:
+    threading.Thread(target=threading.Event().wait, name="a-plugin", daemon=True).start()
 
 def pytest_collection_modifyitems(config, items):
     if SESSION not in config.stash:
@@ -169,7 +173,7 @@ def test_step(i, cpci_dist):
 """
 
 
-def test_the_fork_server_starts_before_collection_ends_with_the_named_files(
+def test_a_parent_running_a_thread_starts_the_fork_server_before_collection_ends(
     tmp_path: Path,
 ) -> None:
     (tmp_path / "conftest.py").write_text(EARLY_CONFTEST)
@@ -182,9 +186,10 @@ def test_the_fork_server_starts_before_collection_ends_with_the_named_files(
         tmp_path,
         "tests",
         "--cpci-launcher=fork",
-        env={"MARKS": str(marks), "SEEN": str(tmp_path / "seen.json")},
+        env={"MARKS": str(marks), "SEEN": str(tmp_path / "seen.json"), "THREAD": "1"},
     )
     result.assert_outcomes(passed=3)
+    assert "ranks forked from multiprocessing's fork server" in result.stdout.str()
     seen = json.loads((tmp_path / "seen.json").read_text())
     # Up while the parent collected; of the directory's files, the one that can hold configs.
     assert seen["files"] == [str((tmp_path / "tests" / "test_early.py").resolve())]
@@ -202,10 +207,11 @@ def test_the_fork_server_starts_before_collection_ends_with_the_named_files(
         (EARLY_SUITE, ["--cpci-launcher=fork", "--collect-only"]),
         (EARLY_SUITE, ["--cpci-launcher=fork", "--cpci-plan"]),
         (EARLY_SUITE, ["--cpci-launcher=torchrun"]),
+        (EARLY_SUITE, ["--cpci-launcher=fork"]),  # fit to fork: its own copy forks the ranks
     ],
-    ids=["plain", "collect-only", "plan", "torchrun"],
+    ids=["plain", "collect-only", "plan", "torchrun", "zygote"],
 )
-def test_no_fork_server_is_started_before_collection_where_none_would_be_used(
+def test_no_fork_server_is_started_before_collection_unless_it_is_needed(
     tmp_path: Path, suite: str, args: list[str]
 ) -> None:
     (tmp_path / "conftest.py").write_text(EARLY_CONFTEST)
