@@ -314,7 +314,12 @@ class Scheduler:
                 self._not_run(group, spec, 0, 1, why, "", log=True)  # alone: final at once
 
     def _send(self, sent: Delivery) -> None:
+        """Hand a record on; once a config's final record went out, nothing more of it does (a
+        scheduler error settles a config whose rerun is still queued, and the rerun may yet
+        run: pytest and the results file get one verdict per config)."""
         with self._lock:
+            if sent.spec.nodeid in self._reported:
+                return
             self._last[sent.spec.nodeid] = sent
             if sent.final:
                 self._reported.add(sent.spec.nodeid)
@@ -323,6 +328,9 @@ class Scheduler:
     # -- reruns --------------------------------------------------------------------------------
     def _rerun(self, group: Group, first: Attempt) -> None:
         spec = first.delivery.spec
+        with self._lock:
+            if spec.nodeid in self._reported:  # settled meanwhile, by a scheduler error
+                return
 
         def run(specs: list[ConfigSpec], attempt: int) -> Delivery | None:
             return self._run_alone(group, specs, attempt).get(spec.nodeid)

@@ -1,9 +1,21 @@
-"""Planning errors stay with their config; several worlds at once; progress while waiting."""
+"""Planning errors stay with their config; several worlds at once; progress while waiting; one
+final record per config."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
+
 import pytest
 
+from cpci.runner.delivery import Delivery, Where, of_not_run
+from cpci.runner.planning import ConfigSpec, Group
+from cpci.runner.progress import RunStats
+from cpci.runner.rerun_policy import RerunPolicy
+from cpci.runner.scheduler import Scheduler
+from cpci.runner.slots import Slots
+from cpci.runner.world import WorldLaunch
+from cpci.schema import BatchInfo
 from tests.runner.helpers import worlds_started
 
 
@@ -57,3 +69,30 @@ def test_several_worlds_at_once_with_progress_lines(pytester: pytest.Pytester) -
     result.stdout.fnmatch_lines(
         ["cpci: */3 configs done, 0 failed, * left, elapsed *, ETA *, [12] world(s) running"]
     )
+
+
+def test_a_config_gets_one_final_record_even_when_it_is_settled_twice(tmp_path: Path) -> None:
+    """A scheduler error settles the configs of its world, one of whose reruns may be queued
+    still; when that rerun then runs, its records must not reach pytest or the results file."""
+    spec = ConfigSpec(nodeid="t.py::test_a", path="t.py", world_size=2, backend="gloo", timeout=9)
+    where = Where(attempt=1, backend="gloo", batch=BatchInfo(index=0, world=0, size=1))
+    delivered: list[Delivery] = []
+    scheduler = Scheduler(
+        [Group(index=0, world_size=2, backend="gloo", configs=(spec,))],
+        launch=WorldLaunch(
+            run_dir=tmp_path, pytest_args=[], invocation_dir=str(tmp_path), start_timeout_s=1
+        ),
+        slots=Slots([], cores=2),
+        workers=1,
+        cap=None,
+        max_respawns=0,
+        policy=RerunPolicy(reruns=1, isolate=False),
+        deliver=delivered.append,
+        stats=RunStats(total=1),
+    )
+    first = replace(of_not_run(spec, "boom", "", where), final=False)
+    scheduler._send(first)  # a first attempt, to be rerun
+    scheduler._give_up(scheduler._queues[0].group, [0], "cpci scheduler error: boom")
+    scheduler._send(replace(first, final=True))  # the rerun, late
+    assert [d.final for d in delivered] == [False, True]
+    assert delivered[1].note == "reruns stopped: cpci scheduler error: boom"
