@@ -21,6 +21,7 @@ fresh world of its own with a fixed list of configs; reruns are taken once no qu
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
@@ -96,8 +97,14 @@ class Scheduler:
             thread.start()
             self._threads.append(thread)
 
-    def stop(self) -> None:
-        """Kill every running world (the session is ending, e.g. on Ctrl-C or -x)."""
+    def stop(self, *, grace_s: float = 0.0) -> None:
+        """End the run: with `grace_s` (every config was reported, so the worlds left are only
+        closing), first let them end on their own for up to that long, so their ranks' exit
+        handlers run (coverage data, a library's own clean-up); then kill every world still
+        running (at once when the session is cut short, e.g. on Ctrl-C or -x)."""
+        deadline = time.monotonic() + grace_s
+        for thread in self._threads:
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
         self._stopping.set()
         with self._lock:
             live = list(self._live)

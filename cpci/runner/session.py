@@ -38,6 +38,8 @@ from cpci.runner.world import WorldLaunch
 from cpci.schema import FAILING_OUTCOMES, NOT_RUN_OUTCOMES, ResultRecord, ShardPlan, plan_path
 
 _DURATIONS_CACHE_KEY = "cpci/durations"
+#: How long worlds that are closing when the session ends get to end on their own (then killed).
+_CLOSING_GRACE_S = 10.0
 
 
 class BatchedSession:
@@ -315,7 +317,9 @@ class BatchedSession:
 
     def finish(self) -> None:
         if self._scheduler is not None:
-            self._scheduler.stop()
+            with self.stats.lock:
+                closing = self.stats.done >= self.stats.total  # not cut short
+            self._scheduler.stop(grace_s=_CLOSING_GRACE_S if closing else 0.0)
         if self.launcher is not None:
             self.launcher.close()
         if self._results is not None:

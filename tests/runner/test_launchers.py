@@ -59,7 +59,7 @@ def _rank_env(tmp_path: Path, launcher: str) -> list[dict[str, str]]:
         tmp_path,
         "--cpci-results=r.jsonl",
         f"--cpci-launcher={launcher}",
-        "--cpci-batch-size=1",  # test_env's world ends on its own (the last is killed at the end)
+        "--cpci-batch-size=1",  # a world per config: both end on their own
         env={"MARKS": str(marks), "CUDA_VISIBLE_DEVICES": ""},
     )
     result.assert_outcomes(passed=1, failed=1)

@@ -227,3 +227,29 @@ def test_the_plan_shows_each_group_as_one_queue_with_no_cap(pytester: pytest.Pyt
             "  group 1: world_size=1 backend=gloo configs=1",
         ]
     )
+
+
+def test_the_last_worlds_end_on_their_own_so_their_ranks_exit_handlers_run(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        """
+        import atexit, os
+        import pytest
+
+        @pytest.mark.cpci(world_size=2)
+        @pytest.mark.parametrize("i", range(2))
+        def test_two(i, cpci_dist):
+            if i == 1:  # the world's last config: its exit handler runs as the world closes
+                atexit.register(open, f"atexit-2-{cpci_dist.rank}", "w")
+
+        @pytest.mark.cpci(world_size=1)
+        def test_one(cpci_dist):
+            atexit.register(open, "atexit-1-0", "w")
+        """
+    )
+    result = pytester.runpytest_subprocess("--cpci-workers=2")
+    result.assert_outcomes(passed=3)
+    assert worlds_started(result.stdout.str()) == 2
+    written = sorted(p.name for p in pytester.path.glob("atexit-*"))
+    assert written == ["atexit-1-0", "atexit-2-0", "atexit-2-1"]
