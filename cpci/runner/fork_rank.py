@@ -30,28 +30,58 @@ REFUSAL = "refused to run"
 _PR_SET_PDEATHSIG = 1
 
 
+#: With this "1", torch's `cuda.is_available()` asks NVML instead of initialising the CUDA driver,
+#: so the process stays fit to fork (see `fit_for_forks`).
+NVML_CHECK = "PYTORCH_NVML_BASED_CUDA_CHECK"
+
+
 def unsafe_fork_reason() -> str | None:
     """Why this forked process must not use torch, or None when it may.
 
     CUDA cannot be used in a child forked after CUDA was initialised (torch marks such a child
-    "in bad fork" and raises on the first CUDA call; an NCCL world would hang instead).
+    "in bad fork" and raises on the first CUDA call; an NCCL world would hang instead), nor
+    after its driver was merely loaded (`torch.cuda.is_available()` does that).
     """
+    why = cuda_touched()
+    return None if why is None else f"{why} in the process this rank forked from"
+
+
+def cuda_touched() -> str | None:
+    """What this process (or, in a fork, the process it was forked from) did to CUDA that a
+    fork of it cannot use, or None; found without touching CUDA."""
     torch = sys.modules.get("torch")
     if torch is None:
         return None
     if torch.cuda._is_in_bad_fork():
-        return "torch reports a bad fork: CUDA was initialised in the process this rank forked from"
-    if cuda_initialised():
-        return "CUDA was initialised in the process this rank forked from"
+        return "torch reports a bad fork: CUDA was initialised"
+    # `is_initialized()` is False in a bad fork by design; the flag says what the parent did.
+    if getattr(torch.cuda, "_initialized", False):
+        return "CUDA was initialised"
+    if driver_loaded():
+        return (
+            f"the CUDA driver was loaded (torch.cuda.is_available() loads it unless {NVML_CHECK}=1)"
+        )
     return None
 
 
-def cuda_initialised() -> bool:
-    """Whether this process (or, in a fork, the process it was forked from) initialised CUDA,
-    without initialising it: `torch.cuda.is_initialized()` is False in a bad fork by design,
-    the flag says what the parent did."""
-    torch = sys.modules.get("torch")
-    return torch is not None and bool(getattr(torch.cuda, "_initialized", False))
+def driver_loaded(maps: str | None = None) -> bool:
+    """Whether the CUDA driver library is mapped into this process (`maps`: the text of
+    /proc/self/maps, read when not given). Loading it initialises the driver, whose state a
+    fork cannot use, though torch's own flags say nothing of it."""
+    if maps is None:
+        try:
+            maps = Path("/proc/self/maps").read_text()
+        except OSError:
+            return False  # not Linux: torch's flags are all there is
+    return any("/libcuda.so" in line for line in maps.splitlines())
+
+
+def fit_for_forks() -> None:
+    """Keep this process's forks able to use CUDA: unless the user chose otherwise, make
+    torch's `cuda.is_available()` (a suite's skip marks call it while the parent collects) ask
+    NVML, which does not initialise the driver. It answers the same where NVML works, and
+    falls back to the driver where it does not (torch's own documented switch)."""
+    os.environ.setdefault(NVML_CHECK, "1")
 
 
 def main(world_dir: str, rank: int, env: dict[str, str]) -> None:

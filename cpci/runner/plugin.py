@@ -12,6 +12,7 @@ import pytest
 
 from cpci.runner import hookspecs
 from cpci.runner.dist import DistContext
+from cpci.runner.fork_rank import fit_for_forks
 from cpci.runner.planning import MARKER_HELP
 from cpci.runner.pytest_reports import FLAKY_ATTR
 from cpci.runner.rank_plugin import DIST_CONTEXT, RankPlugin
@@ -31,6 +32,13 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests() -> None:
+    # Before any conftest or test module can call torch.cuda.is_available(): ranks are forked
+    # from this process, or from one that imports what it imports.
+    fit_for_forks()
 
 
 def pytest_configure(config: pytest.Config) -> None:

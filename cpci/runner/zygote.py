@@ -37,7 +37,7 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
-from cpci.runner.fork_rank import cuda_initialised
+from cpci.runner.fork_rank import cuda_touched
 from cpci.runner.preload import forget_suite_modules
 from cpci.runner.processes import kill_tree
 
@@ -50,7 +50,8 @@ def unfit_reason() -> str | None:
     """Why this process must not be forked into a zygote now, or None when it may be.
 
     Another Python thread may hold a lock (logging's, an import's, a plugin's own) that the copy
-    would inherit held forever; CUDA cannot be used in a fork of a process that initialised it.
+    would inherit held forever; CUDA cannot be used in a fork of a process that initialised it
+    or loaded its driver.
     Native threads that torch starts at import are not counted: the fork server forks beside
     them too."""
     others = sorted(t.name for t in threading.enumerate() if t is not threading.current_thread())
@@ -58,9 +59,8 @@ def unfit_reason() -> str | None:
         return f"the pytest process runs other threads ({', '.join(others)})"
     if threading.current_thread() is not threading.main_thread():
         return "cpci is not on the pytest process's main thread"
-    if cuda_initialised():
-        return "the pytest process has initialised CUDA"
-    return None
+    why = cuda_touched()
+    return None if why is None else f"{why} in the pytest process"
 
 
 class ZygoteRank:

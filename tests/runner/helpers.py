@@ -32,14 +32,20 @@ def worlds_started(stdout: str) -> int:
 
 
 def run_pytest(
-    path: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 300
+    path: Path,
+    *args: str,
+    env: dict[str, str] | None = None,
+    unset: tuple[str, ...] = (),
+    timeout: float = 300,
 ) -> pytest.RunResult:
-    """Run pytest in `path` as a real subprocess (for module-scoped runs pytester cannot share)."""
+    """Run pytest in `path` as a real subprocess (for module-scoped runs pytester cannot share),
+    in this environment plus `env`, less the variables named in `unset`."""
     start = time.monotonic()
+    environ = {k: v for k, v in os.environ.items() if k not in unset}
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
         cwd=path,
-        env={**os.environ, **(env or {})},
+        env={**environ, **(env or {})},
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -1,5 +1,5 @@
 """Ranks forked from a copy of the pytest process: what they inherit of it, and what they do not;
-a parent unfit to fork, and a copy that dies."""
+a parent unfit to fork (another thread, the CUDA driver loaded), and a copy that dies."""
 
 from __future__ import annotations
 
@@ -7,6 +7,9 @@ import json
 import os
 from pathlib import Path
 
+import pytest
+
+from cpci.runner.fork_rank import NVML_CHECK, driver_loaded
 from tests.runner.helpers import by_nodeid, results, run_pytest, worlds_started
 
 #: In the parent only (a rank's pytest imports this conftest again, with RANK set): an exit
@@ -144,3 +147,38 @@ def test_a_zygote_that_dies_fails_the_config_in_flight_and_the_rest_run_under_to
     assert "cpci's zygote" in fallback[0]
     assert "is gone" in fallback[0]
     assert os.path.exists(marks / "killed")
+
+
+def test_a_loaded_cuda_driver_makes_a_process_unfit_to_fork() -> None:
+    # What /proc/self/maps shows once torch.cuda.is_available() has initialised the driver.
+    maps = (
+        "7f2a1c000000-7f2a1c200000 r-xp 00000000 fd:01 123 /usr/lib/x86_64-linux-gnu/"
+        "libcuda.so.535.104.05\n"
+        "7f2a1d000000-7f2a1d100000 r-xp 00000000 fd:01 456 /usr/lib/libcudart.so.12\n"
+    )
+    assert driver_loaded(maps)
+    assert not driver_loaded(maps.splitlines()[1])  # the runtime library alone is not the driver
+    assert not driver_loaded()  # this machine's own process: no driver (a CPU build of torch)
+
+
+#: Records, in the parent as it imports its conftest, how torch will check for CUDA.
+NVML_CONFTEST = """
+import os
+if "RANK" not in os.environ:
+    with open(os.path.join(os.environ["MARKS"], "nvml"), "w") as out:
+        out.write(os.environ.get("PYTORCH_NVML_BASED_CUDA_CHECK", "unset"))
+"""
+
+
+@pytest.mark.parametrize(("given", "seen"), [(None, "1"), ("0", "0")])
+def test_the_parent_asks_torch_to_check_for_cuda_without_loading_the_driver(
+    tmp_path: Path, given: str | None, seen: str
+) -> None:
+    (tmp_path / "conftest.py").write_text(NVML_CONFTEST)
+    (tmp_path / "test_plain.py").write_text("def test_plain():\n    pass\n")
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    env = {"MARKS": str(marks)} | ({} if given is None else {NVML_CHECK: given})
+    result = run_pytest(tmp_path, env=env, unset=(NVML_CHECK,))
+    result.assert_outcomes(passed=1)
+    assert (marks / "nvml").read_text() == seen  # set before the first conftest (a user's own kept)
