@@ -13,21 +13,20 @@ and says why in its log; the parent then falls back to torchrun for the rest of 
 from __future__ import annotations
 
 import atexit
-import ctypes
 import io
 import os
 import select
-import signal
 import sys
 import threading
 from pathlib import Path
+
+from cpci.runner.processes import die_with_parent, kill_tree
 
 #: The exit code of a forked rank that refused to run because forking was unsafe (75, EX_TEMPFAIL:
 #: the same world would run if started afresh, as torchrun does).
 UNSAFE_FORK_EXIT = 75
 #: What the refusing rank's line in its log says, before why.
 REFUSAL = "refused to run"
-_PR_SET_PDEATHSIG = 1
 
 
 #: With this "1", torch's `cuda.is_available()` asks NVML instead of initialising the CUDA driver,
@@ -133,11 +132,7 @@ def _die_with_owner(owner_pid: int) -> None:
     The kernel's parent-death signal covers the fork server (our parent), which exits with its
     owner; a watch on the owner itself also ends the rank's own children first.
     """
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass  # not Linux: the owner watch below still applies
+    die_with_parent()  # not Linux: the owner watch below still applies
     try:
         owner = os.pidfd_open(owner_pid)
     except ProcessLookupError:
@@ -147,8 +142,6 @@ def _die_with_owner(owner_pid: int) -> None:
 
     def watch() -> None:
         select.select([owner], [], [])
-        from cpci.runner.processes import kill_tree
-
         kill_tree(os.getpid())
 
     threading.Thread(target=watch, name="cpci-owner-watch", daemon=True).start()

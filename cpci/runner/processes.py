@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 from pathlib import Path
+
+_PR_SET_PDEATHSIG = 1
 
 
 def descendants(pid: int) -> list[int]:
@@ -36,3 +39,13 @@ def kill_tree(pid: int) -> None:
             os.kill(target, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+def die_with_parent() -> None:
+    """Have the kernel SIGKILL this process when its parent exits (Linux; elsewhere nothing:
+    callers keep their own watch)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass

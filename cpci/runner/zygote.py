@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
 import gc
 import logging
 import multiprocessing
@@ -39,11 +38,10 @@ from typing import Any
 
 from cpci.runner.fork_rank import cuda_touched
 from cpci.runner.preload import forget_suite_modules
-from cpci.runner.processes import kill_tree
+from cpci.runner.processes import die_with_parent, kill_tree
 
 #: How long the zygote gets to end once the parent closes its pipe (then it is killed).
 _STOP_GRACE_S = 5.0
-_PR_SET_PDEATHSIG = 1
 
 
 def unfit_reason() -> str | None:
@@ -236,11 +234,7 @@ def _rank(conn: Connection, world_dir: str, rank: int, env: dict[str, str]) -> N
 
 
 def _die_with_parent() -> None:
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass  # not Linux: the end of the pipe still ends the zygote
+    die_with_parent()  # not Linux: the end of the pipe still ends the zygote
     if os.getppid() == 1:
         os._exit(1)  # the parent died before the signal was armed
 
