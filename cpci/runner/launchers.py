@@ -156,9 +156,6 @@ class RankProcess(Protocol):
 class RankForker(Protocol):
     """What forks ranks: the pytest process's zygote (`cpci.runner.zygote`) or the fork server."""
 
-    @property
-    def pid(self) -> int: ...
-
     def start_rank(self, world_dir: str, rank: int, env: dict[str, str]) -> RankProcess:
         """Fork rank `rank` of the world in `world_dir` with `env` (an OSError if it cannot)."""
         ...
@@ -368,7 +365,6 @@ class Launcher:
         on_fallback: Callable[[str], None] | None = None,
     ) -> None:
         self._on_fallback = on_fallback
-        self._server: RankForker | None = None
         self._lock = threading.Lock()
         self.fell_back: str | None = None  # why the session uses torchrun after all
         #: What forks the ranks (None under torchrun), until the session ends.
@@ -377,7 +373,7 @@ class Launcher:
         if name == "fork":
             assert make_forker is not None, "the fork launcher needs something to fork ranks"
             try:
-                self._server = self.server = make_forker()
+                self.server = make_forker()
             except (ValueError, OSError) as exc:
                 self.fall_back(f"ranks cannot be forked ({exc})")
             else:
@@ -386,7 +382,7 @@ class Launcher:
     @property
     def name(self) -> LauncherName:
         """What starts the next world."""
-        return "fork" if self._server is not None else "torchrun"
+        return "fork" if self._forker() is not None else "torchrun"
 
     def describe(self) -> str:
         """Where the session's ranks came from, for its summary."""
@@ -396,7 +392,7 @@ class Launcher:
 
     def start(self, world_dir: WorldDir, world_size: int, env: dict[str, str]) -> Ranks:
         """Start the ranks of one world; `env` is the world's environment (rank vars added)."""
-        server = self._server
+        server = self._forker()
         if server is not None:
             try:
                 ranks = ForkedRanks(server, world_dir, world_size, env)
@@ -408,14 +404,17 @@ class Launcher:
 
     def close(self) -> None:
         """At the session's end, once its worlds are over: the forker's end."""
-        server, self.server, self._server = self.server, None, None
+        server, self.server = self.server, None
         if server is not None:
             server.close()
+
+    def _forker(self) -> RankForker | None:
+        """What forks the next world's ranks: none once the session fell back to torchrun."""
+        return self.server if self.fell_back is None else None
 
     def fall_back(self, why: str) -> None:
         """Use torchrun for the rest of the session; say why once."""
         with self._lock:
-            self._server = None
             if self.fell_back is not None:
                 return
             self.fell_back = why
