@@ -61,6 +61,12 @@ class RunEnvelope(WireModel):
     branch: Identity | None = Field(default=None, max_length=255)
     pull_request: int | None = Field(default=None, le=INT32_MAX, ge=1)
     base_commit: CommitSha | None = None
+    base_branch: Identity | None = Field(
+        default=None,
+        max_length=255,
+        description="the branch a pull request merges into (GitHub's base_ref): its trusted "
+        "branch runs are the PR's baseline and history (none: the default trusted branch)",
+    )
     ci_run_id: Identity = Field(min_length=1, max_length=100)
     ci_attempt: int = Field(default=1, le=INT32_MAX, ge=1)
     shard_index: int = Field(default=0, lt=MAX_SHARDS, ge=0)

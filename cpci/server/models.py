@@ -56,6 +56,12 @@ class Repository(RepositoryBase, table=True):
         description="GitHub's numeric repository id, bound by the first OIDC upload: a later "
         "token for the same name with another id (a recreated or renamed repository) is refused",
     )
+    default_branch: str | None = Field(
+        default=None,
+        max_length=255,
+        description="the default branch GitHub reports (webhooks, repos/get): trusted unless "
+        "CPCI_TRUSTED_BRANCHES says otherwise; unknown: `main`",
+    )
     created_at: datetime = _when(default_factory=utcnow)
 
 
@@ -117,6 +123,9 @@ class RunBase(SQLModel):
     branch: str | None = Field(default=None, max_length=255)
     pull_request: int | None = None
     base_commit: str | None = Field(default=None, max_length=64)
+    base_branch: str | None = Field(
+        default=None, max_length=255, description="the branch a PR run merges into"
+    )
     shard_total: int = Field(description="shards expected")
 
 
