@@ -67,10 +67,20 @@ def register(sub: Any) -> None:
     )
     parser.add_argument("--retries", type=int, default=5, help="tries per upload (default 5)")
     parser.add_argument("--repository", help="OWNER/REPO (or GITHUB_REPOSITORY)")
-    parser.add_argument("--commit", help="commit sha (or the PR head / GITHUB_SHA)")
+    parser.add_argument("--commit", help="commit sha (the PR's head, or GITHUB_SHA)")
     parser.add_argument("--branch", help="branch (or GITHUB_REF_NAME)")
     parser.add_argument("--pull-request", type=int, help="PR number (or from the event)")
     parser.add_argument("--base-commit", help="PR base commit (or from the event)")
+    parser.add_argument(
+        "--base-branch",
+        help="the branch the PR merges into (or GITHUB_BASE_REF / the event): its trusted runs "
+        "are the PR's baseline",
+    )
+    parser.add_argument(
+        "--merge-commit",
+        help="the merge commit GitHub made of the PR into its base, which the job tested (or "
+        "GITHUB_SHA on pull_request events; a pull_request OIDC token's `sha`)",
+    )
     parser.add_argument("--ci-run-id", help="CI run id (or GITHUB_RUN_ID)")
     parser.add_argument("--ci-attempt", type=int, help="CI run attempt (or GITHUB_RUN_ATTEMPT)")
     parser.add_argument("--shard", help="INDEX/TOTAL, 0-based (or CPCI_SHARD); default 0/1")
@@ -159,6 +169,8 @@ def _upload(args: argparse.Namespace) -> int:
         branch=args.branch,
         pull_request=args.pull_request,
         base_commit=args.base_commit,
+        base_branch=args.base_branch,
+        merge_commit=args.merge_commit,
         ci_run_id=args.ci_run_id,
         ci_attempt=args.ci_attempt,
         shard=args.shard,

@@ -67,6 +67,12 @@ class RunEnvelope(WireModel):
         description="the branch a pull request merges into (GitHub's base_ref): its trusted "
         "branch runs are the PR's baseline and history (none: the default trusted branch)",
     )
+    merge_commit: CommitSha | None = Field(
+        default=None,
+        description="a pull request's run in GitHub Actions: the merge commit GitHub made of "
+        "`commit` (the PR's head) into its base, which actions/checkout checks out and a "
+        "pull_request OIDC token's `sha` claim names (GITHUB_SHA)",
+    )
     ci_run_id: Identity = Field(min_length=1, max_length=100)
     ci_attempt: int = Field(default=1, le=INT32_MAX, ge=1)
     shard_index: int = Field(default=0, lt=MAX_SHARDS, ge=0)

@@ -2,8 +2,11 @@
 
 Precedence: a flag beats an environment variable. In GitHub Actions the defaults come from
 GITHUB_REPOSITORY, GITHUB_SHA, GITHUB_RUN_ID, GITHUB_RUN_ATTEMPT, GITHUB_REF_NAME, RUNNER_NAME,
-and on `pull_request` events from the event payload (GITHUB_EVENT_PATH): there GITHUB_SHA is a
-merge commit GitHub made, so the PR's head and base commits are read from the payload instead.
+and on `pull_request` events from the event payload (GITHUB_EVENT_PATH). There GITHUB_SHA is the
+merge commit GitHub made of the PR's head into its base, which `actions/checkout` checks out and
+which a pull_request OIDC token's `sha` claim names: it is sent as `merge_commit`, while `commit`
+is the PR's head (what the PR's report, comment and check run are about) and `base_commit`,
+`base_branch` (GITHUB_BASE_REF) its base, read from the payload.
 
 The matrix leg (`--leg` / CPCI_LEG) tells apart jobs of one CI run that run the same shard in
 different environments (the reusable workflow's runner-label sets, e.g. H100 and A100). It is a
@@ -35,6 +38,8 @@ class RunFields:
     branch: str | None = None
     pull_request: int | None = None
     base_commit: str | None = None
+    base_branch: str | None = None
+    merge_commit: str | None = None
     ci_run_id: str | None = None
     ci_attempt: int | None = None
     shard: str | None = None  # "i/N", 0-based index
@@ -55,16 +60,29 @@ def build_envelope(
     head = event.get("head", {}) if event else {}
     base = event.get("base", {}) if event else {}
     index, total = _shard_of(fields.shard or env.get("CPCI_SHARD"), plan)
+    commit = _need(
+        fields.commit or head.get("sha") or env.get("GITHUB_SHA"), "--commit", "GITHUB_SHA"
+    )
+    pull_request = fields.pull_request or (event.get("number") if event else None)
+    base_branch = fields.base_branch or env.get("GITHUB_BASE_REF") or base.get("ref") or None
+    # GITHUB_SHA of a pull_request event is GitHub's merge commit, not the head read above.
+    merged = env.get("GITHUB_SHA") if event and env.get("GITHUB_SHA") != commit else None
+    merge_commit = fields.merge_commit or merged
+    if pull_request is None and (base_branch or merge_commit):
+        raise EnvelopeError(
+            "--base-branch and --merge-commit describe a pull request's run: give "
+            "--pull-request too (or upload from a pull_request event)"
+        )
     values: dict[str, Any] = {
         "repository": _need(
             fields.repository or env.get("GITHUB_REPOSITORY"), "--repository", "GITHUB_REPOSITORY"
         ),
-        "commit": _need(
-            fields.commit or head.get("sha") or env.get("GITHUB_SHA"), "--commit", "GITHUB_SHA"
-        ),
+        "commit": commit,
         "branch": fields.branch or head.get("ref") or env.get("GITHUB_REF_NAME") or None,
-        "pull_request": fields.pull_request or (event.get("number") if event else None),
+        "pull_request": pull_request,
         "base_commit": fields.base_commit or base.get("sha"),
+        "base_branch": base_branch,
+        "merge_commit": merge_commit,
         "ci_run_id": _need(
             fields.ci_run_id or env.get("GITHUB_RUN_ID"), "--ci-run-id", "GITHUB_RUN_ID"
         ),
