@@ -254,6 +254,6 @@ def _print_notes(notes: list[str]) -> None:
 def _print_rejected(rejected: list[str]) -> None:
     for line in rejected:
         print(
-            f"cpci upload: the service refused a spooled upload for good, kept in {line}",
+            f"cpci upload: the service refused a spooled upload for good; {line}",
             file=sys.stderr,
         )

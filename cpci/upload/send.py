@@ -22,7 +22,7 @@ from cpci.schema import RunEnvelope, UploadReceipt
 from cpci.upload.errors import UploadFailed
 from cpci.upload.retry import Backoff
 from cpci.upload.service_client import ServiceClient
-from cpci.upload.spool import Binding, Spool
+from cpci.upload.spool import Binding, Spool, Spooled
 
 __all__ = [
     "Backoff",
@@ -53,7 +53,7 @@ class Delivered:
 class Flushed:
     """What a flush did: receipts, items of this binding still waiting (the server is still
     unreachable), items refused for good (set aside), and one-line notes (items bound elsewhere
-    left in place, unreadable files set aside)."""
+    left in place, unreadable files set aside, files that could not be claimed or moved)."""
 
     receipts: list[UploadReceipt] = field(default_factory=list)
     left: int = 0
@@ -85,7 +85,7 @@ def flush(
     """Send the spooled items bound to `binding`, oldest first; stop at the first that still
     cannot get through. Items bound elsewhere are left in place, untouched, with a note."""
     scan = spool.scan()
-    done = Flushed(notes=[f"set aside {line}" for line in scan.set_aside])
+    done = Flushed(notes=list(scan.notes))
     mine = []
     for item in scan.items:
         why = binding.refuses(item.binding)
@@ -94,7 +94,11 @@ def flush(
         else:
             done.notes.append(f"left {item.path.name} in the spool: {why}")
     for position, item in enumerate(mine):
-        claimed = spool.claim(item)
+        try:
+            claimed = spool.claim(item)
+        except OSError as exc:
+            done.notes.append(f"left {item.path.name} in the spool: it cannot be claimed ({exc})")
+            continue
         if claimed is None:
             continue  # a concurrent flush is sending it
         try:
@@ -103,17 +107,33 @@ def flush(
             )
         except UploadFailed as exc:
             if exc.retryable:
-                spool.release(claimed)
+                _put_back(spool, claimed, done)
                 done.left = len(mine) - position
                 return done
-            done.rejected.append(str(spool.reject(claimed, str(exc))))
+            done.rejected.append(spool.reject(claimed, str(exc)))
             continue
         except BaseException:
-            spool.release(claimed)
+            _put_back(spool, claimed, done)
             raise
         done.receipts.append(receipt)
-        spool.done(claimed)
+        try:
+            spool.done(claimed)
+        except OSError as exc:
+            done.notes.append(
+                f"sent {claimed.path.name} but cannot remove it ({exc}): a later flush sends it "
+                "again, which the service answers `duplicate`"
+            )
     return done
+
+
+def _put_back(spool: Spool, claimed: Spooled, done: Flushed) -> None:
+    try:
+        spool.release(claimed)
+    except OSError as exc:
+        done.notes.append(
+            f"cannot put {claimed.path.name} back ({exc}): the first flush after this process "
+            "ends takes it"
+        )
 
 
 def deliver(
@@ -126,7 +146,11 @@ def deliver(
     transport: httpx.BaseTransport | None = None,
 ) -> Delivered:
     """Flush the spool's items for this server and repository, then send `envelope`; spool it
-    if the service cannot take it now. A bare server URL binds to the envelope's repository."""
+    if the service cannot take it now. A bare server URL binds to the envelope's repository.
+
+    No file of the spool makes it raise (`flush` notes them); it raises only for this upload:
+    a refusal a retry cannot fix (`UploadFailed`), a credential it cannot get
+    (`CredentialsError`), or a spool that cannot hold it (`SpoolError`)."""
     binding = server if isinstance(server, Binding) else Binding(server, envelope.repository)
     flushed = flush(spool, binding, token, backoff=backoff, transport=transport)
     sent, rejected, notes = flushed.receipts, flushed.rejected, flushed.notes

@@ -10,8 +10,10 @@ Items bound elsewhere are left in place, untouched.
 Files are written atomically (temp file, fsync, rename) and named by the hash of their body, so
 spooling the same upload twice keeps one file. Sending an item first claims it by renaming it
 (atomic on one file system): two concurrent flushes never send the same item, and a claim left by
-a process that died is released by the next flush. A file that cannot be read is moved to `bad/`
-with the reason beside it; it never blocks the upload at hand. Credentials are never spooled: a
+a process that died is released by the next flush. A file that cannot be read (corrupt, not a
+regular file, a symlink) is moved to `bad/` with the reason beside it; it never blocks the upload
+at hand, and no file of the spool makes a flush raise: what cannot be read, claimed, moved or
+removed is left where it is, with a note. Credentials are never spooled: a
 flush gets fresh ones (OIDC tokens expire within minutes).
 """
 
@@ -21,6 +23,7 @@ import contextlib
 import hashlib
 import json
 import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,10 +91,11 @@ class Spooled:
 
 @dataclass
 class Scan:
-    """What the spool holds: readable items oldest first, and files set aside as unreadable."""
+    """What the spool holds: readable items oldest first, and a note per file that was not
+    (set aside as unreadable, or left where it is when even that failed)."""
 
     items: list[Spooled] = field(default_factory=list)
-    set_aside: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # one line per file set aside or left
 
 
 class Spool:
@@ -132,31 +136,43 @@ class Spool:
         return path
 
     def scan(self) -> Scan:
-        """Spooled uploads, oldest first; an unreadable file is moved to `bad/`, never deleted."""
+        """Spooled uploads, oldest first. Never raises: an unreadable file is moved to `bad/`
+        (never deleted), and what cannot be read or moved at all is a note."""
         scan = Scan()
-        if not self.directory.is_dir():
+        try:
+            if not self.directory.is_dir():
+                return scan
+            scan.notes += self._release_abandoned_claims()
+            paths = list(self.directory.glob("upload-*.json"))
+        except OSError as exc:
+            scan.notes.append(
+                f"cannot read the spool {self.directory} ({exc.strerror or exc}): the uploads "
+                "in it wait until it can be read"
+            )
             return scan
-        self._release_abandoned_claims()
         dated = []
-        for path in self.directory.glob("upload-*.json"):
+        for path in paths:
             try:
-                dated.append((path.stat().st_mtime, path))
+                dated.append((path.lstat().st_mtime, path))
             except FileNotFoundError:
                 continue  # claimed by a concurrent flush meanwhile
+            except OSError as exc:
+                scan.notes.append(self._set_aside(path, "bad", f"unreadable: {exc}"))
         for _, path in sorted(dated):
             try:
                 scan.items.append(_read(path))
             except FileNotFoundError:
                 continue
-            except (OSError, ValueError, KeyError, TypeError) as exc:
-                scan.set_aside.append(self._set_aside(path, "bad", f"unreadable: {exc}"))
+            except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
+                scan.notes.append(self._set_aside(path, "bad", f"unreadable: {exc}"))
         return scan
 
     def pending(self) -> list[Spooled]:
         return self.scan().items
 
     def claim(self, item: Spooled) -> Spooled | None:
-        """Take the item for sending; None when a concurrent flush already took it."""
+        """Take the item for sending; None when a concurrent flush already took it. Raises
+        OSError when it cannot be renamed (the caller leaves it and says so)."""
         claimed = item.path.with_name(f"{item.path.name}{CLAIM}{os.getpid()}")
         try:
             item.path.rename(claimed)
@@ -166,29 +182,43 @@ class Spool:
 
     @staticmethod
     def release(claimed: Spooled) -> None:
-        """Put a claimed item back (it could not be sent now)."""
+        """Put a claimed item back (it could not be sent now). Raises OSError when it cannot
+        be renamed back: the claim is then released by the first flush after this process."""
         claimed.path.rename(_unclaimed(claimed.path))
 
     @staticmethod
     def done(item: Spooled) -> None:
+        """Remove a sent item. Raises OSError when it cannot: a later flush sends it again,
+        which the service answers `duplicate`."""
         item.path.unlink(missing_ok=True)
 
-    def reject(self, item: Spooled, reason: str) -> Path:
-        """Move an upload the service refused for good out of the way, with the reason beside it."""
-        return Path(self._set_aside(item.path, "rejected", reason))
+    def reject(self, item: Spooled, reason: str) -> str:
+        """Move an upload the service refused for good out of the way, with the reason beside
+        it; returns where it went (or why it could not be moved)."""
+        return self._set_aside(item.path, "rejected", reason)
 
     def _set_aside(self, path: Path, folder: str, reason: str) -> str:
-        target_dir = self.directory / folder
-        target_dir.mkdir(exist_ok=True, mode=0o700)
-        target = target_dir / _unclaimed(path).name
+        """Move `path` to `folder/` with its reason beside it; never raises. Returns one line:
+        where it went, or why it stays where it is."""
+        target = self.directory / folder / _unclaimed(path).name
         try:
+            target.parent.mkdir(exist_ok=True, mode=0o700)
             path.replace(target)
         except FileNotFoundError:
-            return f"{path} (gone)"
-        target.with_suffix(".reason.txt").write_text(reason + "\n", encoding="utf-8")
-        return f"{target}: {reason}"
+            return f"{path} is gone"
+        except OSError as exc:
+            return (
+                f"left {path} where it is ({reason}): it cannot be moved to {target.parent} "
+                f"({exc.strerror or exc})"
+            )
+        try:
+            target.with_suffix(".reason.txt").write_text(reason + "\n", encoding="utf-8")
+        except OSError as exc:
+            return f"set aside {target}: {reason} (no reason file beside it: {exc})"
+        return f"set aside {target}: {reason}"
 
-    def _release_abandoned_claims(self) -> None:
+    def _release_abandoned_claims(self) -> list[str]:
+        notes = []
         for path in self.directory.glob(f"upload-*.json{CLAIM}*"):
             pid = path.name.rsplit(CLAIM, 1)[1]
             if pid.isdigit() and not is_alive(int(pid)):
@@ -196,10 +226,13 @@ class Spool:
                     path.rename(_unclaimed(path))
                 except FileNotFoundError:
                     pass  # another flush released it first
+                except OSError as exc:
+                    notes.append(f"cannot release {path.name}, claimed by a process gone: {exc}")
+        return notes
 
 
 def _read(path: Path) -> Spooled:
-    data = json.loads(path.read_text(encoding="utf-8"))
+    data = json.loads(_read_regular_file(path).decode("utf-8"))
     if not isinstance(data, dict):
         raise ValueError("not a JSON object")
     try:
@@ -213,6 +246,16 @@ def _read(path: Path) -> Spooled:
     if repository != envelope.repository:
         raise ValueError(f"bound to {repository} but its envelope is for {envelope.repository}")
     return Spooled(path, Binding(data["server"], repository, str(run) if run else None), envelope)
+
+
+def _read_regular_file(path: Path) -> bytes:
+    """The bytes of `path` if it is a regular file: a symlink, a FIFO (whose reading would never
+    end) or a device planted under a spool name is refused without being read."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError("not a regular file")
+        return fh.read()
 
 
 def _unclaimed(path: Path) -> Path:

@@ -1,6 +1,8 @@
 """The spool attack and its neighbours, with real processes and real HTTP: a spooled item goes
-only to its own server, only with credentials for its own repository; a bad file is set aside;
-one unreachable server holds back no other's items; two concurrent flushes send each item once."""
+only to its own server, only with credentials for its own repository; a bad file is set aside,
+and no file planted in the spool (a FIFO, a symlink to a device, a folder, JSON nested past the
+parser's depth) makes an upload fail or hang; one unreachable server holds back no other's
+items; two concurrent flushes send each item once."""
 
 from __future__ import annotations
 
@@ -18,13 +20,14 @@ import pytest
 
 from cpci.cli import main
 from cpci.upload.spool import Binding, Spool, default_spool_dir
-from tests.live_server import Request, serve_answers
+from tests.live_server import Request, loopback_socket, serve_answers
 from tests.upload.support import (
     REPO,
     LiveService,
     envelope,
     receipt_body,
     results_file,
+    run_cpci,
     upload_args,
 )
 
@@ -113,6 +116,57 @@ def test_a_file_rebinding_its_envelope_to_another_repository_is_set_aside(
         "upload-garbage.json",
     ]
     assert "Traceback" not in err
+
+
+def plant_unreadable_files(folder: Path) -> list[str]:
+    """Files under spool names that cannot be read as uploads; returns their names."""
+    folder.mkdir(parents=True)
+    os.mkfifo(folder / "upload-fifo.json")  # reading it would wait for a writer forever
+    (folder / "upload-device.json").symlink_to("/dev/zero")  # reading it would never end
+    (folder / "upload-folder.json").mkdir()
+    (folder / "upload-deep.json").write_text("[" * 100_000)  # RecursionError in json.loads
+    (folder / "upload-latin1.json").write_bytes(b'{"server": "caf\xe9"}')
+    return sorted(p.name for p in folder.iterdir())
+
+
+@pytest.mark.parametrize("service_up", [True, False], ids=["service-up", "service-down"])
+def test_no_file_in_the_spool_stops_the_upload_at_hand(
+    service: LiveService, tmp_path: Path, service_up: bool
+) -> None:
+    """Each planted file is set aside with a note; the upload still goes out, or, with the
+    service down, is spooled: in its own process, so a read that never ends fails the test."""
+    planted = plant_unreadable_files(tmp_path / "spool")
+    down = loopback_socket()  # bound, never listening: connections are refused
+    try:
+        url = service.url if service_up else f"http://127.0.0.1:{down.getsockname()[1]}"
+        args = shard_args(service, tmp_path, "s6")
+        args[args.index("--server") + 1] = url
+        done = run_cpci(tmp_path, *args)
+    finally:
+        down.close()
+    assert done.returncode == (0 if service_up else 3), done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    assert sorted(p.name for p in (tmp_path / "spool" / "bad").glob("upload-*.json")) == planted
+    for name in planted:
+        assert f"set aside {tmp_path / 'spool' / 'bad' / name}: unreadable" in done.stderr
+    if service_up:
+        assert run_outcomes(service, "s6") == {"passed": 1}
+    else:
+        assert [i.envelope.ci_run_id for i in Spool(tmp_path / "spool").pending()] == ["s6"]
+
+
+def test_a_file_that_cannot_even_be_set_aside_is_left_with_a_note(
+    service: LiveService, tmp_path: Path
+) -> None:
+    folder = tmp_path / "spool"
+    folder.mkdir()
+    (folder / "bad").write_text("a file where the folder for unreadable uploads goes")
+    (folder / "upload-garbage.json").write_text("{not json")
+    done = run_cpci(tmp_path, *shard_args(service, tmp_path, "s7"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"left {folder / 'upload-garbage.json'} where it is (unreadable:" in done.stderr
+    assert (folder / "upload-garbage.json").exists()
+    assert run_outcomes(service, "s7") == {"passed": 1}
 
 
 def test_an_unreachable_server_holds_back_no_other_servers_items(
