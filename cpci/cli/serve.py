@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 from typing import Any
 
 from cpci.cli.db import add_database_option
@@ -24,6 +25,7 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import uvicorn
+    from pydantic import ValidationError
 
     from cpci.server import Settings, create_app
     from cpci.server.core import migrate
@@ -38,7 +40,15 @@ def run(args: argparse.Namespace) -> int:
         )
         if value is not None
     }
-    settings = Settings(**overrides)
+    try:
+        settings = Settings(**overrides)
+    except ValidationError as exc:
+        # Each line names the setting and the fix; a traceback would bury them.
+        for error in exc.errors():
+            where = "".join(f"CPCI_{str(part).upper()}: " for part in error["loc"][:1])
+            message = error["msg"].removeprefix("Value error, ")
+            print(f"cpci serve: {where}{message}", file=sys.stderr)
+        return 2
     engine = create_db_engine(settings.database_url)
     if settings.migrate_on_start and not args.no_migrate:
         migrate.upgrade(engine)

@@ -8,6 +8,7 @@ webhooks, the web UI) mount next to them.
 from __future__ import annotations
 
 import gc
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
@@ -34,6 +35,8 @@ from cpci.server.webhook_handling import DeliveryContext, handle_delivery
 from cpci.server.webhook_worker import WebhookWorker, WorkerPolicy
 from cpci.urls import Links
 
+log = logging.getLogger(__name__)
+
 
 def create_app(
     settings: Settings,
@@ -51,6 +54,10 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        log.log(
+            logging.WARNING if settings.oidc_allow_any_repository else logging.INFO,
+            settings.oidc_stance(),
+        )
         # Before serving, so the first report read after a restart finds its PR's read models
         # (CPCI_WARM_ON_START_*); before the freeze, so what it read is left out of full passes.
         prime_pull_reports(
@@ -82,15 +89,16 @@ def create_app(
     app.state.metrics = metrics
     app.state.links = Links(settings.github_url)
     app.state.shard_cache = ShardCache()
+    audience = settings.oidc_token_audience
     app.state.oidc = (
         OidcVerifier(
             jwks_url=settings.oidc_jwks_url,
             issuer=settings.oidc_issuer,
-            audience=settings.oidc_audience,
+            audience=audience,
             http=http,
             cache_s=settings.oidc_jwks_cache_s,
         )
-        if settings.oidc_audience is not None and http is not None
+        if audience is not None and http is not None
         else None
     )
     errors.install(app)

@@ -86,6 +86,7 @@ def make_target(tmp: Path, keys: Keys, jwks_url: str, http: httpx.Client, **sett
             oidc_audience=AUDIENCE,
             oidc_issuer=ISSUER,
             oidc_jwks_url=jwks_url,
+            oidc_allowed_repositories=(REPO, OTHER),
             github_webhook_secret=SecretStr(SECRET),
             max_upload_bytes=LIMIT,
             **settings,

@@ -100,15 +100,15 @@ def jwks_server(keys: Keys) -> Iterator[str]:
 def oidc_service(
     *, db_url: str, keys: Keys, engine: Engine | None = None, **settings: Any
 ) -> Iterator[str]:
-    """A live service over `db_url` that trusts `keys`' tokens (audience AUDIENCE, issuer
-    ISSUER) with these extra settings; yields its base URL."""
+    """A live service over `db_url` that trusts `keys`' tokens (issuer ISSUER; audience
+    AUDIENCE and repository REPO unless `settings` say otherwise) with these extra settings;
+    yields its base URL."""
     with jwks_server(keys) as jwks, httpx.Client() as oidc_http:
         configured = Settings(
             database_url=db_url,
-            oidc_audience=AUDIENCE,
             oidc_issuer=ISSUER,
             oidc_jwks_url=jwks,
-            **settings,
+            **{"oidc_audience": AUDIENCE, "oidc_allowed_repositories": (REPO,), **settings},
         )
         with serve(create_app(configured, engine=engine, oidc_http=oidc_http)) as url:
             yield url

@@ -99,7 +99,11 @@ def jwks_url(keys: Keys) -> Iterator[str]:
 def oidc_client(make_client: ClientFactory, jwks_url: str) -> Iterator[TestClient]:
     with httpx.Client() as http:
         yield make_client(
-            http=http, oidc_audience=AUDIENCE, oidc_issuer=ISSUER, oidc_jwks_url=jwks_url
+            http=http,
+            oidc_audience=AUDIENCE,
+            oidc_issuer=ISSUER,
+            oidc_jwks_url=jwks_url,
+            oidc_allowed_repositories=(REPO, "other/repo"),
         )
 
 
@@ -142,7 +146,10 @@ def test_unreachable_jwks_is_503_naming_the_setting(
 ) -> None:
     with httpx.Client() as http:
         client = make_client(
-            http=http, oidc_audience=AUDIENCE, oidc_jwks_url="http://127.0.0.1:9/jwks"
+            http=http,
+            oidc_audience=AUDIENCE,
+            oidc_jwks_url="http://127.0.0.1:9/jwks",
+            oidc_allowed_repositories=(REPO,),
         )
         headers = {"Authorization": f"Bearer {keys.token()}"}
         response = client.post("/api/v1/uploads", json=envelope([record("p2p")]), headers=headers)

@@ -129,6 +129,7 @@ def test_a_malformed_allow_list_entry_is_refused_naming_the_setting(entry: str) 
 def test_the_allow_list_is_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CPCI_OIDC_ALLOWED_REPOSITORIES", '["acme/*", "solo/one"]')
     monkeypatch.setenv("CPCI_OIDC_ALLOWED_REPOSITORY_IDS", f"[{REPO_ID}]")
+    monkeypatch.setenv("CPCI_PUBLIC_URL", "https://cpci.example.com")
     settings: Any = Settings()
     assert settings.oidc_allowed_repositories == ("acme/*", "solo/one")
     assert settings.oidc_allowed_repository_ids == (int(REPO_ID),)

@@ -33,6 +33,7 @@ def replicas(db_url: str, keys: Keys) -> Iterator[tuple[str, str]]:
             oidc_audience=AUDIENCE,
             oidc_issuer=ISSUER,
             oidc_jwks_url=jwks,
+            oidc_allowed_repositories=(REPO, OTHER),
             max_results_per_upload=3,
             max_uploads_per_hour=2,
         )

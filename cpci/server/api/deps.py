@@ -88,7 +88,7 @@ def authenticate(request: Request, engine: Engine) -> Principal | None:
     if verifier is None:
         raise Unauthorized(
             "not an upload token, and OIDC tokens are not accepted here (the server has no "
-            f"CPCI_OIDC_AUDIENCE): {HOW_TO_AUTHENTICATE}"
+            f"CPCI_OIDC_ALLOWED_REPOSITORIES): {HOW_TO_AUTHENTICATE}"
         )
     claims = OidcClaims.from_verified(verifier.verify(token))
     settings: Settings = request.app.state.settings

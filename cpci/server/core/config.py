@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from cpci.github import CommentMode, FailOn
@@ -39,7 +39,17 @@ class Settings(BaseSettings):
         description="public: anyone may read results; token: reads need a token of the repository",
     )
     max_upload_bytes: int = Field(
-        default=32 * 1024 * 1024, ge=1024, description="larger uploads are refused with 413"
+        default=32 * 1024 * 1024,
+        ge=1024,
+        description="larger uploads are refused with 413 while they are read, before they are "
+        "parsed (webhook deliveries too, within GitHub's 25 MB)",
+    )
+    max_body_bytes: int = Field(
+        default=2 * 1024 * 1024,
+        ge=1024,
+        description="the same for the bodies of every other route (commit ancestry's 10,000 "
+        "links are about 1 MB), which are also refused (422) if their JSON nests deeper than "
+        "200 levels",
     )
     max_results_per_upload: int = Field(
         default=100_000,
@@ -54,7 +64,10 @@ class Settings(BaseSettings):
     )
 
     oidc_audience: str | None = Field(
-        default=None, description="accept GitHub Actions OIDC tokens minted for this audience"
+        default=None,
+        description="the audience GitHub Actions OIDC tokens must be minted for; default: "
+        "CPCI_PUBLIC_URL without a trailing slash, which `cpci upload` and the Action request "
+        "by default (the server URL they upload to)",
     )
     oidc_issuer: str = Field(default=GITHUB_OIDC_ISSUER, description="the OIDC tokens' issuer")
     oidc_jwks_url: str = Field(
@@ -69,23 +82,33 @@ class Settings(BaseSettings):
     )
     oidc_allowed_repositories: tuple[str, ...] = Field(
         default=(),
-        description="JSON list of OWNER/REPO or OWNER/* whose OIDC tokens are accepted; with "
-        "this or the ids below set, any other repository's token is a 403 (and no repository "
-        "is created for it); empty = every repository on GitHub",
+        description="JSON list of OWNER/REPO or OWNER/* whose OIDC tokens are accepted (setting "
+        "it turns OIDC on); any other repository's token is a 403 (and no repository is "
+        "created for it); OIDC needs this, the ids below or CPCI_OIDC_ALLOW_ANY_REPOSITORY, "
+        "else the service refuses to start",
     )
     oidc_allowed_repository_ids: tuple[int, ...] = Field(
         default=(),
         description="JSON list of GitHub repository ids (the tokens' repository_id claim) "
         "accepted like the names above, whatever the repository is called now",
     )
+    oidc_allow_any_repository: bool = Field(
+        default=False,
+        description="accept the OIDC tokens of every repository on GitHub (any of them can mint "
+        "one for the audience): only where no stranger can reach the service",
+    )
 
     github_url: str = Field(default="https://github.com", description="for links to CI runs")
 
     public_url: str | None = Field(
-        default=None, description="this service's own URL, for links in PR comments"
+        default=None,
+        description="this service's own URL, for links in PR comments and as the default OIDC "
+        "audience",
     )
     github_webhook_secret: SecretStr | None = Field(
-        default=None, description="the GitHub webhook secret; /github/webhook answers 503 without"
+        default=None,
+        description="the GitHub webhook secret; /github/webhook answers 503 without; an empty "
+        "one refuses to start",
     )
     github_api_url: str = Field(
         default="https://api.github.com", description="GitHub Enterprise: https://HOST/api/v3"
@@ -209,9 +232,76 @@ class Settings(BaseSettings):
             )
         return value
 
+    @model_validator(mode="after")
+    def _oidc_needs_an_audience_and_an_allow_list(self) -> Settings:
+        if not self.oidc_enabled:
+            return self
+        listed = bool(self.oidc_allowed_repositories or self.oidc_allowed_repository_ids)
+        if not listed and not self.oidc_allow_any_repository:
+            raise ValueError(
+                f"OIDC is on (CPCI_OIDC_AUDIENCE={self.oidc_audience!r}) but no repository is "
+                "named, and any repository on GitHub can mint a token for an audience: set "
+                "CPCI_OIDC_ALLOWED_REPOSITORIES (OWNER/REPO or OWNER/*) and/or "
+                "CPCI_OIDC_ALLOWED_REPOSITORY_IDS, or CPCI_OIDC_ALLOW_ANY_REPOSITORY=true to "
+                "accept every repository's tokens"
+            )
+        if listed and self.oidc_allow_any_repository:
+            raise ValueError(
+                "CPCI_OIDC_ALLOW_ANY_REPOSITORY=true contradicts CPCI_OIDC_ALLOWED_REPOSITORIES / "
+                "CPCI_OIDC_ALLOWED_REPOSITORY_IDS: unset one of them"
+            )
+        if self.oidc_token_audience is None:
+            raise ValueError(
+                "OIDC is on (an allow-list is set) but has no audience: set CPCI_PUBLIC_URL, "
+                "this service's URL, which is the audience by default (what `cpci upload` and "
+                "the Action request), or CPCI_OIDC_AUDIENCE"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _webhook_secret_not_empty(self) -> Settings:
+        if self.github_webhook_secret is not None and not (
+            self.github_webhook_secret.get_secret_value()
+        ):
+            raise ValueError(
+                "CPCI_GITHUB_WEBHOOK_SECRET is set but empty, which would check deliveries with "
+                "an empty HMAC key: set it to the webhook's secret on GitHub, or unset it to "
+                "turn webhooks off"
+            )
+        return self
+
     @property
     def oidc_enabled(self) -> bool:
-        return self.oidc_audience is not None
+        """OIDC tokens are accepted once the service is told whose (an allow-list, or
+        CPCI_OIDC_ALLOW_ANY_REPOSITORY) or for which audience."""
+        return bool(
+            self.oidc_audience
+            or self.oidc_allowed_repositories
+            or self.oidc_allowed_repository_ids
+            or self.oidc_allow_any_repository
+        )
+
+    @property
+    def oidc_token_audience(self) -> str | None:
+        """The audience OIDC tokens must carry: CPCI_OIDC_AUDIENCE, else this service's own URL
+        (CPCI_PUBLIC_URL, without a trailing slash, as the uploader sends its server URL); None
+        while OIDC is off or the service does not know its URL."""
+        if not self.oidc_enabled:
+            return None
+        if self.oidc_audience:
+            return self.oidc_audience
+        return self.public_url.rstrip("/") if self.public_url else None
+
+    def oidc_stance(self) -> str:
+        """One line for the start-up log: whose OIDC tokens are accepted, for which audience."""
+        if not self.oidc_enabled:
+            return "OIDC uploads are off (no CPCI_OIDC_ALLOWED_REPOSITORIES or CPCI_OIDC_AUDIENCE)"
+        if self.oidc_allow_any_repository:
+            whose = "every repository on GitHub (CPCI_OIDC_ALLOW_ANY_REPOSITORY=true)"
+        else:
+            named = [*self.oidc_allowed_repositories, *map(str, self.oidc_allowed_repository_ids)]
+            whose = f"{', '.join(named)} only (CPCI_OIDC_ALLOWED_REPOSITORIES / _IDS)"
+        return f"OIDC tokens accepted for audience {self.oidc_token_audience!r} from {whose}"
 
 
 def reference_markdown() -> str:

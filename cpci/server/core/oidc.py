@@ -75,8 +75,9 @@ class OidcVerifier:
             raise Unauthorized("the OIDC token has expired: request a fresh one") from exc
         except jwt.InvalidAudienceError as exc:
             raise Unauthorized(
-                f"the OIDC token's audience is not {self.audience!r}: request it with "
-                f"`core.getIDToken('{self.audience}')`"
+                f"the OIDC token's audience is not {self.audience!r}: request it for that "
+                "audience (`cpci upload --oidc-audience`, CPCI_OIDC_AUDIENCE or the Action's "
+                "`oidc-audience`; by default they ask for the server URL they upload to)"
             ) from exc
         except jwt.InvalidIssuerError as exc:
             raise Unauthorized(f"the OIDC token was not issued by {self.issuer}") from exc

@@ -12,7 +12,7 @@ credential may only claim what it was issued for:
   repository), and is then marked as a fork run.
 
 Before any of that, an operator may allow-list the repositories whose OIDC tokens are accepted
-at all (`check_allowed`): any repository on GitHub can mint a token for the audience `cpci`.
+at all (`check_allowed`): any repository on GitHub can mint a token for any audience.
 
 Every refusal is a 403 naming the rule and what to do. The routes call these functions; nothing
 here touches the database or the network, so each rule is unit-tested on its own.
@@ -101,7 +101,8 @@ class Provenance:
 @dataclass(frozen=True)
 class OidcAllowList:
     """The repositories whose OIDC tokens are accepted: by name (`OWNER/REPO`, or `OWNER/*`
-    for all of an owner's) or by GitHub's numeric id (which survives a rename). Empty: all."""
+    for all of an owner's) or by GitHub's numeric id (which survives a rename). Empty: all,
+    which the settings allow only with CPCI_OIDC_ALLOW_ANY_REPOSITORY=true."""
 
     names: tuple[str, ...] = ()
     ids: tuple[int, ...] = ()
