@@ -42,7 +42,8 @@ class ActionSettings(BaseModel):
     server_url: str = ""
     auth: AuthMethod = "token"
     token: str = Field(default="", repr=False)
-    oidc_audience: str = "cpci"
+    #: Empty: the server URL, which is the service's own default audience (CPCI_PUBLIC_URL).
+    oidc_audience: str = ""
     pytest_args: str = ""
     fail_on: FailOn = "new-failures"
     comment: CommentMode = "edit"
@@ -89,7 +90,7 @@ class ActionSettings(BaseModel):
             server=self.server_url or None,
             token=SecretStr(self.token),
             auth=self.auth,
-            oidc_audience=self.oidc_audience,
+            oidc_audience=self.oidc_audience or None,
         )
 
     @property

@@ -50,7 +50,9 @@ def register(sub: Any) -> None:
         "(needs `permissions: id-token: write`)",
     )
     parser.add_argument(
-        "--oidc-audience", default=None, help="OIDC audience (or CPCI_OIDC_AUDIENCE; default cpci)"
+        "--oidc-audience",
+        default=None,
+        help="OIDC audience (or CPCI_OIDC_AUDIENCE; default: the --server URL, the service's)",
     )
     parser.add_argument(
         "--spool",

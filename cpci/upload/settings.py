@@ -42,7 +42,11 @@ class UploadSettings(BaseSettings):
     auth: AuthMethod = Field(
         default="token", description="token, or oidc: a GitHub Actions OIDC token"
     )
-    oidc_audience: str = Field(default="cpci", description="the audience OIDC tokens are for")
+    oidc_audience: str | None = Field(
+        default=None,
+        description="the audience OIDC tokens are for; default: the server URL, which the "
+        "service takes by default (its CPCI_PUBLIC_URL)",
+    )
     spool: Path = Field(
         default_factory=lambda: default_spool_dir(os.environ),
         description="where uploads wait while the service is down",
@@ -68,6 +72,11 @@ class UploadSettings(BaseSettings):
             raise UploadSettingsError("--server (or CPCI_SERVER) is required")
         return self.server
 
+    def token_audience(self) -> str:
+        """The audience OIDC tokens are requested for: the setting, else the server URL without
+        a trailing slash, as the service normalises its own URL into its default audience."""
+        return self.oidc_audience or self.require_server().rstrip("/")
+
     def token_source(
         self, environ: Mapping[str, str], *, transport: httpx.BaseTransport | None = None
     ) -> Callable[[], str]:
@@ -79,7 +88,7 @@ class UploadSettings(BaseSettings):
             return bearer(
                 self.auth,
                 token=secret,
-                audience=self.oidc_audience,
+                audience=self.token_audience() if self.auth == "oidc" else "",
                 environ=environ,
                 transport=transport,
             )

@@ -79,3 +79,7 @@ def test_the_uploads_settings_come_from_the_inputs_alone(monkeypatch: pytest.Mon
     )
     assert upload.token is not None
     assert upload.token.get_secret_value() == ""
+    # Without the input, the audience is the server URL (the service's default), not the job's.
+    inputs = {"SERVER_URL": "https://cpci.example/", "AUTH": "oidc"}
+    upload = ActionSettings.from_env({PREFIX + k: v for k, v in inputs.items()}).upload_settings()
+    assert upload.token_audience() == "https://cpci.example"

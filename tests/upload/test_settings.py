@@ -87,3 +87,31 @@ def test_each_oidc_bearer_is_asked_for_afresh() -> None:
     assert [token(), token()] == ["oidc-0", "oidc-1"]
     with pytest.raises(CredentialsError, match="id-token: write"):
         settings.token_source({})()
+
+
+@pytest.mark.parametrize(
+    ("flags", "audience"),
+    [
+        ({"server": "https://cpci.example.com/"}, "https://cpci.example.com"),
+        ({"server": "https://cpci.example.com", "oidc_audience": "cpci-prod"}, "cpci-prod"),
+    ],
+    ids=["the-server-url", "told"],
+)
+def test_oidc_tokens_are_asked_for_the_server_url_unless_told(
+    flags: dict[str, str], audience: str
+) -> None:
+    """The service's default audience is its own URL (CPCI_PUBLIC_URL): both sides agree
+    without a setting."""
+    asked: list[str] = []
+
+    def mint(request: httpx.Request) -> httpx.Response:
+        asked.append(request.url.params["audience"])
+        return httpx.Response(200, json={"value": "oidc"})
+
+    settings = UploadSettings.from_flags(auth="oidc", **flags)
+    environ = {
+        "ACTIONS_ID_TOKEN_REQUEST_URL": "https://pipelines.example/idtoken?api-version=2.0",
+        "ACTIONS_ID_TOKEN_REQUEST_TOKEN": "request-secret",
+    }
+    assert settings.token_source(environ, transport=httpx.MockTransport(mint))() == "oidc"
+    assert asked == [audience]
