@@ -41,12 +41,14 @@ def _test_mode(settings: ActionSettings) -> int:
     from cpci.action.suite_mode import failure_annotations, run_suite, summary
     from cpci.action.workflow_commands import write_outputs, write_summary
     from cpci.schema import plan_path
+    from cpci.upload.unsent import unsent_path
 
     durations = choose_durations(settings, os.environ, _read_token(settings), cwd=Path.cwd())
     if durations.warning:
         print(warning_line(durations), flush=True)
     print(f"cpci: shards balance by durations from {durations.source}", flush=True)
-    Path(plan_path(settings.results)).unlink(missing_ok=True)  # an earlier job's, on this runner
+    for earlier in (plan_path(settings.results), unsent_path(settings.results)):
+        Path(earlier).unlink(missing_ok=True)  # an earlier job's, on this runner
     outcome = run_suite(settings, durations=durations.path)
     plan = _plan(settings)
     for line in failure_annotations(outcome):
@@ -55,7 +57,8 @@ def _test_mode(settings: ActionSettings) -> int:
     # report does not wait for it forever; a broken session (usage, internal error) is not.
     empty_ok = outcome.pytest_exit in (0, 1, 5)
     wanted = bool(settings.server_url) and (bool(outcome.records) or empty_ok)
-    report_url = _upload(settings, outcome, plan) if wanted else ""
+    uploaded = _upload(settings, outcome, plan) if wanted else ""
+    report_url = uploaded or ""
     write_summary(os.environ.get("GITHUB_STEP_SUMMARY"), summary(outcome, settings, report_url))
     counts = outcome.counts()
     write_outputs(
@@ -69,6 +72,8 @@ def _test_mode(settings: ActionSettings) -> int:
     )
     if outcome.pytest_exit not in (0, 1):
         return outcome.pytest_exit  # a usage or collection error: never hide it
+    if uploaded is None:
+        return 1  # the shard is neither stored nor spooled: the report would wait for it
     if settings.fail_on == "any-failure" and counts["failed"]:
         return 1
     return 0
@@ -92,22 +97,30 @@ def _plan(settings: ActionSettings) -> ShardPlan | None:
         return None
 
 
-def _upload(settings: ActionSettings, outcome: SuiteOutcome, plan: ShardPlan | None) -> str:
-    """Upload the shard; a service that is down never fails the shard: the upload is spooled."""
+def _upload(settings: ActionSettings, outcome: SuiteOutcome, plan: ShardPlan | None) -> str | None:
+    """Upload the shard; returns the run's page, "" when spooled (a service that is down never
+    fails the shard), None when it is neither stored nor spooled (the step then fails: a refused
+    upload is kept beside the results, and kept as an artifact with them)."""
     from cpci.upload.envelope import RunFields, build_envelope
     from cpci.upload.errors import UploadError
     from cpci.upload.retry import Backoff
     from cpci.upload.shard_upload import upload_shard
+    from cpci.upload.unsent import unsent_path
 
     fields = RunFields(shard=f"{settings.shard_index}/{settings.shard_total}", leg=settings.leg)
     try:
         envelope = build_envelope(fields, outcome.all_records, os.environ, plan)
         done = upload_shard(
-            settings.upload_settings(), envelope, os.environ, backoff=Backoff(), cwd=Path.cwd()
+            settings.upload_settings(),
+            envelope,
+            os.environ,
+            backoff=Backoff(),
+            cwd=Path.cwd(),
+            keep=Path.cwd() / unsent_path(settings.results),
         )
     except UploadError as exc:
         print(f"::error title=cpci upload::{exc}", flush=True)
-        return ""
+        return None
     delivered = done.delivered
     if delivered.receipt is None:
         print(

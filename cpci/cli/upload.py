@@ -4,6 +4,9 @@ A malformed JUnit file is reported by name and skipped; the rest are still uploa
 exit code is then 1 so the workflow shows it. Exit 2: nothing valid to upload or bad flags.
 Exit 3: the service could not take it now; the upload waits in the spool (nothing is lost) and
 `cpci upload --flush`, or the next upload to the same server for the same repository, sends it.
+Exit 1 also when the service refused the upload for good (a 409, 403, ...): nothing was stored,
+and the upload is kept beside the first results file (`RESULTS.unsent.json`) with the answer,
+for `cpci upload --resend FILE` once the cause is fixed.
 A `--results` file that does not exist is an empty shard (the runner writes none when every
 config was deselected or none was collected): it is uploaded with no results, so the report does
 not wait for it forever. After a branch run's upload the checkout's first-parent history is sent
@@ -23,6 +26,7 @@ if TYPE_CHECKING:
     from cpci.schema import ResultRecord
     from cpci.upload.retry import Backoff
     from cpci.upload.settings import UploadSettings
+    from cpci.upload.shard_upload import ShardUpload
 
 
 def register(sub: Any) -> None:
@@ -67,6 +71,13 @@ def register(sub: Any) -> None:
         action="store_true",
         help="only send the spooled uploads for this server and repo",
     )
+    parser.add_argument(
+        "--resend",
+        default=None,
+        metavar="FILE",
+        help="send again an upload the service refused, kept in FILE (RESULTS.unsent.json); "
+        "the file is removed once the service has it",
+    )
     parser.add_argument("--retries", type=int, default=5, help="tries per upload (default 5)")
     parser.add_argument("--repository", help="OWNER/REPO (or GITHUB_REPOSITORY)")
     parser.add_argument("--commit", help="commit sha (the PR's head, or GITHUB_SHA)")
@@ -108,6 +119,8 @@ def run(args: argparse.Namespace) -> int:
     from cpci.upload.errors import UploadError
 
     try:
+        if args.resend:
+            return _resend(args)
         return _flush(args) if args.flush else _upload(args)
     except UploadError as exc:
         print(f"cpci upload: {exc}", file=sys.stderr)
@@ -159,6 +172,7 @@ def _upload(args: argparse.Namespace) -> int:
     from cpci.upload.plan_file import plan_for
     from cpci.upload.settings import UploadSettingsError
     from cpci.upload.shard_upload import upload_shard
+    from cpci.upload.unsent import unsent_path
 
     records, problems = _read_records(args.results, args.junit)
     settings = _settings(args)
@@ -181,7 +195,21 @@ def _upload(args: argparse.Namespace) -> int:
         legs=args.legs,
     )
     envelope = build_envelope(fields, records, os.environ, plan_for(args.results or []))
-    done = upload_shard(settings, envelope, os.environ, backoff=_backoff(args), cwd=Path.cwd())
+    keep = unsent_path((args.results or args.junit)[0])
+    done = upload_shard(
+        settings, envelope, os.environ, backoff=_backoff(args), cwd=Path.cwd(), keep=keep
+    )
+    delivered = done.delivered
+    _report(args, settings, done, problems)
+    if delivered.receipt is None:
+        return 3
+    return 1 if problems or delivered.rejected else 0
+
+
+def _report(
+    args: argparse.Namespace, settings: UploadSettings, done: ShardUpload, problems: list[str]
+) -> None:
+    """Print what the upload did: the receipt, or where it waits; `--json` for a machine."""
     delivered = done.delivered
     _print_notes(delivered.notes + ([done.ancestry] if done.ancestry else []))
     _print_rejected(delivered.rejected)
@@ -213,9 +241,29 @@ def _upload(args: argparse.Namespace) -> int:
             f"{receipt.ci_run_id} shard {receipt.shard_index} "
             f"({receipt.shards.text}); {len(problems)} file(s) skipped"
         )
-    if delivered.receipt is None:
+
+
+def _resend(args: argparse.Namespace) -> int:
+    """Send a kept (refused) upload again, as it is; the file goes once the service has it."""
+    from cpci.upload.settings import UploadSettingsError
+    from cpci.upload.shard_upload import upload_shard
+    from cpci.upload.unsent import read_unsent
+
+    if args.flush or args.results or args.junit:
+        raise UploadSettingsError("--resend FILE sends that file alone: drop --flush/--results")
+    path = Path(args.resend)
+    kept = read_unsent(path)
+    settings = _settings(args)
+    print(f"cpci upload: sending again {kept.upload}, refused by {kept.server}: {kept.answer}")
+    done = upload_shard(
+        settings, kept.envelope, os.environ, backoff=_backoff(args), cwd=Path.cwd(), keep=path
+    )
+    _report(args, settings, done, [])
+    if done.delivered.receipt is None:
         return 3
-    return 1 if problems or delivered.rejected else 0
+    path.unlink(missing_ok=True)
+    print(f"cpci upload: the service has it now; removed {path}")
+    return 1 if done.delivered.rejected else 0
 
 
 def _read_records(results: list[str], junit: list[str]) -> tuple[list[ResultRecord], list[str]]:

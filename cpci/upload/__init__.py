@@ -12,6 +12,7 @@ from cpci.upload.errors import (
     SpoolError,
     UploadError,
     UploadFailed,
+    UploadRefused,
 )
 from cpci.upload.junit import read_junit
 from cpci.upload.retry import Backoff
@@ -31,6 +32,7 @@ __all__ = [
     "SpoolError",
     "UploadError",
     "UploadFailed",
+    "UploadRefused",
     "UploadSettings",
     "UploadSettingsError",
     "build_envelope",

@@ -50,3 +50,8 @@ class UploadFailed(UploadError):
     def retryable(self) -> bool:
         """A retry may get through: no answer, or a status that says "later"."""
         return self.status == 0 or self.status in RETRYABLE_STATUSES
+
+
+class UploadRefused(UploadFailed):
+    """The service refused this upload for good (no retry can fix it); the message says what it
+    answered, that nothing was stored, and where the upload is kept to be sent again."""

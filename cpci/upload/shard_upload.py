@@ -1,5 +1,6 @@
 """One shard's upload as `cpci upload` and the Action both make it: send (flushing the spool
-first, spooling when the service is down), then the branch's commit ancestry.
+first, spooling when the service is down, keeping a refused upload beside the results), then the
+branch's commit ancestry.
 
 Both callers describe the run their own way (flags, or the Action's inputs) and print the outcome
 their own way; the steps in between are this one function, so the two cannot drift apart.
@@ -7,17 +8,18 @@ their own way; the steps in between are this one function, so the two cannot dri
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from cpci.schema import RunEnvelope
 from cpci.upload.ancestry import record_ancestry
-from cpci.upload.errors import CredentialsError
+from cpci.upload.errors import CredentialsError, UploadFailed, UploadRefused
 from cpci.upload.retry import Backoff
 from cpci.upload.send import Delivered, deliver
 from cpci.upload.settings import UploadSettings
 from cpci.upload.spool import Binding, Spool
+from cpci.upload.unsent import describe, keep_unsent
 
 
 @dataclass(frozen=True)
@@ -35,13 +37,26 @@ def upload_shard(
     *,
     backoff: Backoff,
     cwd: Path,
+    keep: Path | None = None,
+    token: Callable[[], str] | None = None,
 ) -> ShardUpload:
     """Deliver `envelope` for this job (see `Binding.for_job`) and, once the service has it, send
-    the checkout's first-parent history, which is a help and never fails the upload."""
+    the checkout's first-parent history, which is a help and never fails the upload.
+
+    A refusal no retry can fix raises `UploadRefused`, after writing the upload to `keep` (see
+    `cpci.upload.unsent`). `token` gives the bearer token (default: the settings' own source;
+    the Action passes the token it minted before the tests)."""
     server = settings.require_server()
-    token = settings.token_source(environ)
+    token = token or settings.token_source(environ)
     binding = Binding.for_job(server, envelope.repository, environ)
-    delivered = deliver(binding, token, envelope, spool=Spool(settings.spool), backoff=backoff)
+    try:
+        delivered = deliver(binding, token, envelope, spool=Spool(settings.spool), backoff=backoff)
+    except UploadFailed as exc:
+        kept = keep_unsent(keep, server, envelope, exc) if keep is not None else "it is not kept"
+        raise UploadRefused(
+            f"the service refused {describe(envelope)}: {exc}. Nothing was stored; {kept}",
+            exc.status,
+        ) from exc
     if delivered.receipt is None:
         return ShardUpload(delivered)
     try:

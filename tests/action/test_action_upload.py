@@ -1,5 +1,6 @@
 """`cpci action` test mode uploading to a live service: an empty shard (nothing collected) is
-uploaded and counted, on its matrix leg, so the report never waits for it."""
+uploaded and counted, on its matrix leg, so the report never waits for it; a refused upload
+fails the step, whatever `fail-on` says, and is kept beside the results."""
 
 from __future__ import annotations
 
@@ -7,7 +8,18 @@ from pathlib import Path
 
 import httpx
 
-from tests.upload.support import REPO, LiveService, action_env, run_cpci
+from cpci.cli import main
+from cpci.upload.unsent import read_unsent
+from tests.upload.support import (
+    REPO,
+    Completed,
+    LiveService,
+    action_env,
+    envelope,
+    results_file,
+    run_cpci,
+    upload_args,
+)
 
 SUITE = """
 def test_plain():
@@ -15,28 +27,58 @@ def test_plain():
 """
 
 
-def test_an_empty_shard_is_uploaded_on_its_leg(service: LiveService, tmp_path: Path) -> None:
+def shard_job(service: LiveService, tmp_path: Path, run: str, **inputs: str) -> Completed:
+    """The Action's test mode on a push to main, CI run `run`."""
     (tmp_path / "test_suite.py").write_text(SUITE)
-    inputs = action_env(
+    env = action_env(
         tmp_path,
         tests="test_suite.py",
         server_url=service.url,
         token=service.token,
+        **inputs,
+    )
+    job = {
+        "GITHUB_REPOSITORY": REPO,
+        "GITHUB_SHA": "d" * 40,
+        "GITHUB_RUN_ID": run,
+        "GITHUB_REF_NAME": "main",
+        "RUNNER_TEMP": str(tmp_path / "temp"),
+    }
+    return run_cpci(tmp_path, "action", env={**env, **job})
+
+
+def test_an_empty_shard_is_uploaded_on_its_leg(service: LiveService, tmp_path: Path) -> None:
+    done = shard_job(
+        service,
+        tmp_path,
+        "act-1",
         pytest_args="-k nothing_matches -p no:cacheprovider",
         shard_index="1",
         shard_total="2",
         leg='["self-hosted", "a100"]',
     )
-    job = {
-        "GITHUB_REPOSITORY": REPO,
-        "GITHUB_SHA": "d" * 40,
-        "GITHUB_RUN_ID": "act-1",
-        "GITHUB_REF_NAME": "main",
-        "RUNNER_TEMP": str(tmp_path / "temp"),
-    }
-    done = run_cpci(tmp_path, "action", env={**inputs, **job})
     assert "cpci: uploaded 0 result(s)" in done.stdout, done.stdout + done.stderr
     assert "commit ancestry not recorded" in done.stdout  # no git checkout here: a note only
     shards = httpx.get(f"{service.url}/api/v1/repos/{REPO}/runs/act-1").json()["run"]["shards"]
     assert shards["reported"] == 1
     assert shards["missing_by_leg"] == {"a100,self-hosted": [0]}
+
+
+def test_a_refused_upload_fails_the_step_and_is_kept_beside_the_results(
+    service: LiveService, tmp_path: Path
+) -> None:
+    """Another upload holds shard 0 of the run with other run fields: the service answers 409."""
+    other = results_file(tmp_path / "other.jsonl", envelope("act-409").results)
+    assert (
+        main(upload_args(service, tmp_path, other, "--ci-run-id", "act-409", "--commit", "d" * 40))
+        == 0
+    )
+    done = shard_job(
+        service, tmp_path, "act-409", fail_on="never", pytest_args="-p no:cacheprovider"
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    [error] = [line for line in done.stdout.splitlines() if line.startswith("::error")]
+    assert error.startswith("::error title=cpci upload::the service refused run act-409")
+    kept = tmp_path / "cpci-results.jsonl.unsent.json"
+    assert f"kept in {kept}" in error
+    assert read_unsent(kept).status == 409

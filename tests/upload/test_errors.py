@@ -20,6 +20,7 @@ from tests.upload.support import REPO, Completed, envelope, results_file, run_cp
         (errors.CredentialsError, 2),
         (UploadSettingsError, 2),
         (errors.UploadFailed, 1),
+        (errors.UploadRefused, 1),
         (errors.SpoolError, 1),
         (errors.JUnitError, 1),
     ],
