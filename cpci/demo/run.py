@@ -121,7 +121,7 @@ def _run_history(service: Service, parallel: int, say: Say) -> int:
             token = service.create_token()
             say(f"service up on {service.url} (SQLite in {service.database})")
             recorded = ServiceClient(service.url, token).record_commits(
-                REPOSITORY, first_parent_links()
+                REPOSITORY, first_parent_links(), branch="main"
             )
             say(f"recorded {recorded} first-parent link(s) of main")
             for future in futures:

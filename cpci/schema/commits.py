@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from cpci.schema.fields import CommitSha
+from cpci.schema.fields import CommitSha, Identity
 
 #: Links per request: a long history is sent in several.
 MAX_PARENT_LINKS = 10_000
@@ -23,9 +23,14 @@ class ParentLink(BaseModel):
 
 
 class Ancestry(BaseModel):
-    """First-parent links, e.g. from `git log --first-parent --format='%H %P'`."""
+    """First-parent links, e.g. from `git log --first-parent --format='%H %P'`, of `branch`:
+    the service takes ancestry from trusted branches only, so it must know whose history this
+    is (an OIDC token says it by its ref; an upload token's request must say it here)."""
 
     parents: list[ParentLink] = Field(max_length=MAX_PARENT_LINKS)
+    branch: Identity | None = Field(
+        default=None, max_length=255, description="the branch whose history the links are"
+    )
 
 
 class AncestryReceipt(BaseModel):

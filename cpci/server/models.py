@@ -226,6 +226,11 @@ class CommitParent(SQLModel, table=True):
     repository_id: int = Field(foreign_key="repository.id", primary_key=True)
     commit: str = Field(max_length=64, primary_key=True)
     parent: str = Field(max_length=64)
+    trusted: bool = Field(
+        default=True,
+        description="sent for a trusted branch; links recorded before trust was checked are "
+        "not, and a trusted branch's conflicting link replaces them",
+    )
 
 
 class GitHubDelivery(SQLModel, table=True):

@@ -29,6 +29,7 @@ from cpci.server.core.errors import NotFound
 from cpci.server.crud import github as state
 from cpci.server.crud.github import QueuedDelivery
 from cpci.server.crud.pull_report import pull_request_report
+from cpci.server.crud.repos import remember_default_branch
 from cpci.server.models import Repository
 from cpci.server.shard_cache import ShardCache
 from cpci.urls import Links
@@ -95,6 +96,7 @@ def handle_delivery(context: DeliveryContext, delivery: QueuedDelivery) -> Outco
     event, payload = delivery.event, delivery.payload
     try:
         repo = str(payload["repository"]["full_name"])
+        _remember_default_branch(context.engine, repo, payload["repository"])
         numbers = _pull_requests(context.engine, event, payload, repo)
         with _client(context, payload) as client:
             for number in numbers:
@@ -111,6 +113,17 @@ def handle_delivery(context: DeliveryContext, delivery: QueuedDelivery) -> Outco
         log.warning("webhook delivery %s (%s) is malformed: %r", delivery.delivery_id, event, exc)
         return Outcome("failed", f"the {event} payload lacks {exc!r}")
     return Outcome("done", f"refreshed PR(s) {numbers}" if numbers else "no PR to refresh")
+
+
+def _remember_default_branch(engine: Engine, repo: str, repository: dict[str, Any]) -> None:
+    """The repository's default branch, as GitHub reports it, decides which branch is trusted
+    (unless CPCI_TRUSTED_BRANCHES says otherwise)."""
+    branch = repository.get("default_branch")
+    if not isinstance(branch, str) or not branch:
+        return
+    with Session(engine) as session:
+        remember_default_branch(session=session, name=repo, branch=branch)
+        session.commit()
 
 
 def _pull_requests(engine: Engine, event: str, payload: dict[str, Any], repo: str) -> list[int]:

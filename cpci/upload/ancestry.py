@@ -74,7 +74,7 @@ def record_ancestry(
         return ancestry.note
     client = ServiceClient(server, token, transport=transport)
     try:
-        client.record_commits(envelope.repository, ancestry.links)
+        client.record_commits(envelope.repository, ancestry.links, branch=envelope.branch)
     except UploadFailed as exc:
         return f"commit ancestry not recorded: {exc}"
     return f"recorded {len(ancestry.links)} first-parent commit link(s)"

@@ -59,10 +59,13 @@ class ServiceClient:
         response = self._request("POST", urls.API_UPLOADS, content=body, headers=headers)
         return _read(UploadReceipt, response)
 
-    def record_commits(self, repository: str, links: Sequence[tuple[str, str]]) -> int:
-        """Record first-parent links (commit, parent) of the repository's history; returns how
-        many the service took (sending a link again is fine, a contradicting one is a 409)."""
-        body = Ancestry(parents=[ParentLink(commit=c, parent=p) for c, p in links])
+    def record_commits(
+        self, repository: str, links: Sequence[tuple[str, str]], *, branch: str | None
+    ) -> int:
+        """Record first-parent links (commit, parent) of `branch`'s history; returns how many
+        the service took (sending a link again is fine, a contradicting one is a 409; an
+        untrusted branch's, a 403)."""
+        body = Ancestry(parents=[ParentLink(commit=c, parent=p) for c, p in links], branch=branch)
         headers = {"Content-Type": "application/json"}
         path = urls.api_commits(repository)
         response = self._request("POST", path, content=body.model_dump_json(), headers=headers)

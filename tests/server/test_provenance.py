@@ -171,7 +171,7 @@ def test_commit_links_need_branch_rights_and_a_conflict_names_both_parents(
     url = f"{base_url}/api/v1/repos/{REPO}/commits"
 
     def links(bearer: str, *pairs: tuple[str, str]) -> httpx.Response:
-        body = {"parents": [{"commit": c, "parent": p} for c, p in pairs]}
+        body = {"parents": [{"commit": c, "parent": p} for c, p in pairs], "branch": "main"}
         return httpx.post(url, json=body, headers={"Authorization": f"Bearer {bearer}"})
 
     head, base, other = "c" * 40, BASE, "d" * 40

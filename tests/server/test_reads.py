@@ -175,7 +175,9 @@ def test_untested_base_falls_back_to_a_known_ancestor(client: TestClient) -> Non
     seed_main(client)
     untested = sha(99)
     links = [{"commit": untested, "parent": sha(98)}, {"commit": sha(98), "parent": sha(12)}]
-    response = client.post(f"/api/v1/repos/{REPO}/commits", json={"parents": links})
+    response = client.post(
+        f"/api/v1/repos/{REPO}/commits", json={"parents": links, "branch": "main"}
+    )
     assert response.json() == {"recorded": 2}
     for shard in pr_shards(pr=8, base=untested, run="300"):
         upload(client, shard)
@@ -231,6 +233,7 @@ def test_observations_are_each_configs_latest_window_oldest_first(
             config_pks=wanted,
             window=3,
             links=Links("https://github.com"),
+            branch="main",
             exclude_commit=sha(MAIN_RUNS),
         )
     for pk in wanted:  # the newest three runs, leaving out the excluded commit's

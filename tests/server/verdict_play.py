@@ -133,7 +133,7 @@ def play(corpus: Corpus, access: ServiceAccess) -> Observed:
                 call(step, "POST", "/api/v1/uploads", body)
             elif isinstance(step, RecordAncestry):
                 links = [{"commit": c, "parent": p} for c, p in step.links]
-                call(step, "POST", f"{api}/commits", {"parents": links})
+                call(step, "POST", f"{api}/commits", {"parents": links, "branch": "main"})
             elif isinstance(step, ReadFlakyList):
                 listed = call(step, "GET", f"{api}/flaky")
                 flaky = frozenset(item["config"] for item in listed["configs"])

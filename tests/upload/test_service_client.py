@@ -58,11 +58,15 @@ def test_the_pull_report_is_none_until_an_upload_names_the_pr(service: LiveServi
 def test_commit_links_are_recorded_and_a_contradiction_is_refused(service: LiveService) -> None:
     client = ServiceClient(service.url, service.token)
     child, parent, other = "1" * 40, "2" * 40, "3" * 40
-    assert client.record_commits(REPO, [(child, parent)]) == 1
-    assert client.record_commits(REPO, [(child, parent)]) == 1  # the same link again is fine
+    assert client.record_commits(REPO, [(child, parent)], branch="main") == 1
+    assert client.record_commits(REPO, [(child, parent)], branch="main") == 1  # again is fine
     with pytest.raises(UploadFailed) as excinfo:
-        client.record_commits(REPO, [(child, other)])
+        client.record_commits(REPO, [(child, other)], branch="main")
     assert excinfo.value.status == 409
+    with pytest.raises(UploadFailed) as untrusted:
+        client.record_commits(REPO, [(other, parent)], branch="wip")
+    assert untrusted.value.status == 403
+    assert "not a trusted branch" in str(untrusted.value)
 
 
 def test_only_a_retryable_failure_is_tried_again() -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from cpci.schema import FlakeRecord, FlakinessAssessment, RunLink, SameCommitEvidence
@@ -106,6 +106,38 @@ def assess_flakiness(
         episodes=len(stretches),
         record=flake_record(series),
     )
+
+
+@dataclass(frozen=True)
+class BaseEvidence:
+    """What the base branch's own history says of a config that failed at the base: its
+    flakiness before the base run (None: no history before it) and how many base-branch CI
+    runs in a row, the base run included, it failed in (a rerun that passed is no failure)."""
+
+    known: FlakinessAssessment | None
+    streak: int
+
+
+def base_evidence(
+    history: Sequence[Observation], base_runs: Collection[int], policy: FlakinessPolicy
+) -> BaseEvidence:
+    """`history` (a config's trusted observations, oldest first) read up to the base run
+    (`base_runs`: the stored run ids of its attempts): the base's failure is weighed against
+    what came before it, as the head's is against what came before the head."""
+    first, last = min(base_runs), max(base_runs)
+    branch = [o for o in history if not o.on_pull_request and o.run_id <= last]
+    before = [o for o in branch if o.run_id < first]
+    failed: dict[str, bool] = {}  # per CI run, in order: failed, and nothing passed?
+    for o in branch:
+        if o.counted or o.flaky:
+            bad = o.failed and not o.flaky
+            failed[o.run.ci_run_id] = failed.get(o.run.ci_run_id, True) and bad
+    streak = 0
+    for bad in reversed(list(failed.values())):
+        if not bad:
+            break
+        streak += 1
+    return BaseEvidence(assess_flakiness(before, policy) if before else None, streak)
 
 
 def flake_record(series: Sequence[Observation]) -> FlakeRecord:

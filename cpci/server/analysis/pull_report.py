@@ -31,10 +31,7 @@ from cpci.schema import (
 from cpci.schema.pull_report import SHIFT_SECTIONS
 from cpci.schema.verdicts import count_text
 from cpci.server.analysis.evidence import EvidencePolicy
-from cpci.server.analysis.flakiness import (
-    FlakinessPolicy,
-    assess_flakiness,
-)
+from cpci.server.analysis.flakiness import FlakinessPolicy, assess_flakiness, base_evidence
 from cpci.server.analysis.observations import Observation
 from cpci.server.analysis.shifts import (
     DURATION_POLICY,
@@ -80,6 +77,7 @@ class ReportInputs:
     base_samples: Mapping[ConfigLeg, Sequence[float]]  # passing durations, recent branch runs
     history_url: Callable[[str], str]
     shard_of: Mapping[ConfigLeg, int] = field(default_factory=dict)
+    base_runs: frozenset[int] = frozenset()  # the baseline run's stored ids (its attempts)
     storms: Storms | None = None  # found by the loader already (None: find them here)
     order: Sequence[ConfigLeg] | None = None  # `report_order(head, configs)`, if the loader has it
 
@@ -262,7 +260,12 @@ def _judge(inputs: ReportInputs, policy: ReportPolicy) -> _Judged:
                 known = known_by_pk.get(at.pk)
                 if known is None:
                     known = known_by_pk[at.pk] = assess_flakiness(history, policy.flakiness)
-            decision = decide(inputs.head[at], base, known, no_baseline_note, policy.evidence)
+            evidence = None
+            if history and base and inputs.base_runs and state_of(base) == "fail":
+                evidence = base_evidence(history, inputs.base_runs, policy.flakiness)
+            decision = decide(
+                inputs.head[at], base, known, no_baseline_note, policy.evidence, evidence
+            )
             found = (decision, known)
         decided[at] = found
         verdict = found[0].verdict

@@ -11,7 +11,10 @@ The order of the checks is the policy (docs/verdicts.md tells it at length):
 6. no result at the base: no baseline;
 7. known flaky from trusted history, *and* the failures at head are likely enough for that flake
    (`analysis.evidence`): flaky, with the numbers;
-8. fails at base too: broken at base;
+8. fails at base too, *and* the base's own evidence says the base is broken (`weigh_base`: it
+   failed every attempt with a chance under its flakiness before the base below the
+   threshold, or it failed in consecutive base-branch runs): broken at base; a base failure
+   its flakiness explains is weighed like a pass, so a flaky base cannot hide a regression;
 9. NEW FAILURE: a failure nothing else explains, with the numbers that ruled flakiness out.
 """
 
@@ -33,6 +36,7 @@ from cpci.schema import (
     first_line,
 )
 from cpci.server.analysis.evidence import EvidencePolicy, flake_test
+from cpci.server.analysis.flakiness import BaseEvidence
 from cpci.server.analysis.infra import PEER_LOST, infra_signature
 from cpci.server.analysis.observations import PASSING_OUTCOMES
 from cpci.server.analysis.signatures import signature
@@ -125,6 +129,19 @@ def first_message(results: Sequence[ResultView]) -> str | None:
     return None
 
 
+#: Failing base-branch runs in a row, ending with the base run, that make the base broken
+#: whatever its flakiness: a flake that fails twice running is the rarer explanation.
+BROKEN_STREAK = 2
+
+
+@dataclass(frozen=True)
+class BaseWeighed:
+    """Whether a failure at the base counts as the base being broken, and why."""
+
+    broken: bool
+    why: str
+
+
 @dataclass(frozen=True)
 class Decision:
     verdict: Verdict
@@ -154,9 +171,12 @@ def decide(
     known: FlakinessAssessment | None,
     baseline_note: str = "",
     policy: EvidencePolicy = DEFAULT_POLICY,
+    base_evidence: BaseEvidence | None = None,
 ) -> Decision:
     """The verdict for one config. `base` is None when the baseline has no result for it;
-    `known` is its flakiness from trusted history (None when not looked up)."""
+    `known` is its flakiness from trusted history (None when not looked up); `base_evidence`
+    what the base branch's history says of a failure at the base (None: not looked up, and a
+    failure at the base counts as the base being broken)."""
     head_state = state_of(head)
     base_state = state_of(base) if base else None
     if head_state == "pass":  # the common case first: a report decides for every config
@@ -183,9 +203,12 @@ def decide(
     if test is not None and test.flake_explains:
         why = known.reason if known is not None and known.flaky else "passed and failed at base"
         return Decision("flaky", f"known flaky: {test.text()}; {why}", evidence=test)
-    if base_state == "fail":
-        return Decision("broken_at_base", "fails at base too", evidence=test)
     reason = "passes at base, fails at head"
+    if base_state == "fail" and base:
+        weighed = weigh_base(base, base_evidence, policy)
+        if weighed.broken:
+            return Decision("broken_at_base", f"fails at base too{weighed.why}", evidence=test)
+        reason = f"fails at head; {weighed.why}"
     if base_state == "mixed":
         reason = "passed and failed at base, fails at head"
     if test is not None:
@@ -193,6 +216,35 @@ def decide(
     elif known is not None:
         reason += f"; not explained by flakiness ({known.reason})"
     return Decision("new_failure", reason, evidence=test)
+
+
+def weigh_base(
+    base: Sequence[ResultView], evidence: BaseEvidence | None, policy: EvidencePolicy
+) -> BaseWeighed:
+    """Does the base's failure mean the base is broken? The same chance test as the head's,
+    on the base's failed attempts against the config's flakiness before the base run: a
+    known-flaky config that failed its one attempt at the base by chance is judged as if the
+    base passed (pytorch/pytorch#107333: a flaky base job misleads). Without history to weigh
+    it against, or for a config not known to flake, a failure at the base is the base's."""
+    if evidence is None:
+        return BaseWeighed(True, "")
+    if evidence.streak >= BROKEN_STREAK:
+        return BaseWeighed(True, f", as in the {evidence.streak} base-branch runs up to it")
+    known = evidence.known
+    if known is None or not known.flaky or not known.record.trials:
+        return BaseWeighed(True, "")
+    failing = [
+        r for r in base if r.outcome in FAILING_OUTCOMES and r.outcome not in NOT_RUN_OUTCOMES
+    ]
+    signatures = [signature(t) for t in (culprit_of(r) for r in failing) if t.strip()]
+    test = flake_test(known.record, len(failing), signatures, policy)
+    if not test.flake_explains:
+        return BaseWeighed(True, f": not explained by its flakiness before the base: {test.text()}")
+    return BaseWeighed(
+        False,
+        f"its failure at the base is explained by its flakiness ({test.text()}), so the head is "
+        "judged as if the base passed",
+    )
 
 
 def _order_dependent_against_base(

@@ -170,6 +170,14 @@ class Settings(BaseSettings):
         description="credible level of the upper bound on a flaky config's failure rate "
         "(Jeffreys posterior) that the chance above is computed with",
     )
+    trusted_branches: tuple[str, ...] = Field(
+        default=(),
+        description="JSON list of branch globs (`*` within one /-part, `**` across) whose runs "
+        'judge PRs, e.g. \'["main", "release/*"]\': a PR is compared only with runs of its base '
+        "branch, when that branch is trusted; other branches' runs are stored and shown and "
+        "count for nobody else; empty = the repository's default branch (as GitHub reports "
+        "it; `main` until it has)",
+    )
     baseline_runs: int = Field(default=5, ge=1, description="base-branch runs for timings")
     ancestor_depth: int = Field(default=50, ge=0, description="ancestors searched for a baseline")
     storm_share: float = Field(
@@ -229,6 +237,17 @@ class Settings(BaseSettings):
             raise ValueError(
                 f"CPCI_OIDC_ALLOWED_REPOSITORIES entries must be OWNER/REPO or OWNER/*, got "
                 f'{bad[0]!r}: write e.g. \'["acme/attn", "acme-labs/*"]\''
+            )
+        return value
+
+    @field_validator("trusted_branches")
+    @classmethod
+    def _branch_patterns(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        bad = [entry for entry in value if not entry.strip() or entry != entry.strip()]
+        if bad:
+            raise ValueError(
+                f"CPCI_TRUSTED_BRANCHES entries must be branch names or globs without spaces "
+                f'around them, got {bad[0]!r}: write e.g. \'["main", "release/*"]\''
             )
         return value
 

@@ -165,22 +165,38 @@ def check_upload(
     )
 
 
-def check_ancestry(credential: Credential) -> None:
-    """Recording commit ancestry needs branch rights: links steer every PR's base fallback."""
+def check_ancestry(credential: Credential, branch: str | None) -> str:
+    """The branch whose history the credential may record (`branch`, the one the request
+    names, if any); Forbidden without branch rights. Links steer every PR's base fallback, so
+    the caller then checks that this branch is trusted."""
     if credential.claims is None:
         if credential.scope != "branch":
             raise Forbidden(
                 "recording commit ancestry needs an upload token of scope `branch` (this one "
                 "is `pr`): record it from branch runs, which `cpci upload` does by itself"
             )
-        return
+        if branch is None:
+            raise Forbidden(
+                "recording commit ancestry with an upload token needs the branch it is the "
+                'history of (`"branch"` in the body): ancestry is taken from trusted branches '
+                "only; upgrade cpci, whose `cpci upload` sends it"
+            )
+        return branch
     claims = credential.claims
-    if claims.event not in BRANCH_EVENTS or not (claims.ref or "").startswith("refs/heads/"):
+    ref = claims.ref or ""
+    if claims.event not in BRANCH_EVENTS or not ref.startswith("refs/heads/"):
         raise Forbidden(
             f"recording commit ancestry needs an OIDC token from a branch run (event push, "
             f"schedule or workflow_dispatch on refs/heads/...), not event {claims.event!r} on "
             f"ref {claims.ref!r}: record it from branch runs, which `cpci upload` does by itself"
         )
+    claimed = ref.removeprefix("refs/heads/")
+    if branch is not None and branch != claimed:
+        raise Forbidden(
+            f"this OIDC token was minted on {ref}, so it may record the history of branch "
+            f"{claimed} only, not {branch!r}"
+        )
+    return claimed
 
 
 def check_repository_id(*, name: str, bound: int | None, claimed: str | None) -> int | None:

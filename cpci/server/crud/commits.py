@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlmodel import Session, col, select
+from sqlmodel import Session, col, delete, select
 
 from cpci.server.core.errors import Conflict
 from cpci.server.crud.common import chunks, insert_missing
@@ -13,27 +13,44 @@ from cpci.server.models import CommitParent
 
 
 def record_parents(*, session: Session, repo_id: int, links: Sequence[tuple[str, str]]) -> int:
-    """Store (commit, first parent) pairs; known commits keep their first-recorded parent.
+    """Store (commit, first parent) pairs sent for a trusted branch; known commits keep their
+    first-recorded trusted parent.
 
-    A link that contradicts a stored one (same commit, another parent) is refused with both
-    parents named, and nothing is stored: git history does not change, so one of the two
+    A link that contradicts a stored trusted one (same commit, another parent) is refused with
+    both parents named, and nothing is stored: git history does not change, so one of the two
     uploaders is wrong (a rewritten branch, or someone claiming a history that is not there).
+    A stored link not known to come from a trusted branch (recorded before trust was checked)
+    is replaced: a feature branch may have claimed it first.
     """
     wanted = dict(links)
     for c, p in links:
         if wanted[c] != p:
             raise Conflict(f"commit {c} is sent with two first parents: {wanted[c]} and {p}")
     stored = _stored_parents(session, repo_id, list(wanted))
-    clashes = [(c, stored[c], p) for c, p in wanted.items() if c in stored and stored[c] != p]
+    clashes = [
+        (c, parent, p)
+        for c, p in wanted.items()
+        if c in stored and (parent := stored[c])[0] != p and parent[1]
+    ]
     if clashes:
-        c, old, new = clashes[0]
+        c, (old, _), new = clashes[0]
         raise Conflict(
             f"commit {c} already has first parent {old}, not {new}"
             f"{f' (and {len(clashes) - 1} more such link(s))' if len(clashes) > 1 else ''}: "
             "ancestry is first-write-wins and is never rewritten; was the branch force-pushed? "
             "nothing from this request was recorded"
         )
-    rows = [{"repository_id": repo_id, "commit": c, "parent": p} for c, p in wanted.items()]
+    replaced = [c for c, p in wanted.items() if c in stored and stored[c] != (p, True)]
+    for chunk in chunks(replaced):
+        session.execute(
+            delete(CommitParent).where(
+                col(CommitParent.repository_id) == repo_id, col(CommitParent.commit).in_(chunk)
+            )
+        )
+    rows = [
+        {"repository_id": repo_id, "commit": c, "parent": p, "trusted": True}
+        for c, p in wanted.items()
+    ]
     insert_missing(
         session=session,
         model=CommitParent,
@@ -43,16 +60,18 @@ def record_parents(*, session: Session, repo_id: int, links: Sequence[tuple[str,
     return len(rows)
 
 
-def _stored_parents(session: Session, repo_id: int, commits: list[str]) -> dict[str, str]:
-    found: dict[str, str] = {}
+def _stored_parents(
+    session: Session, repo_id: int, commits: list[str]
+) -> dict[str, tuple[str, bool]]:
+    """Each stored commit's (first parent, whether a trusted branch sent it)."""
+    found: dict[str, tuple[str, bool]] = {}
     for chunk in chunks(commits):
-        found.update(
-            session.exec(
-                select(CommitParent.commit, CommitParent.parent).where(
-                    CommitParent.repository_id == repo_id, col(CommitParent.commit).in_(chunk)
-                )
-            ).all()
-        )
+        for commit, parent, trusted in session.exec(
+            select(CommitParent.commit, CommitParent.parent, CommitParent.trusted).where(
+                CommitParent.repository_id == repo_id, col(CommitParent.commit).in_(chunk)
+            )
+        ).all():
+            found[commit] = (parent, trusted)
     return found
 
 

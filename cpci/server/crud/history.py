@@ -25,22 +25,25 @@ def observations(
     config_pks: Sequence[int],
     window: int,
     links: Links,
+    branch: str | None,
     exclude_commit: str | None = None,
     pull_request: int | None = None,
 ) -> dict[int, list[Observation]]:
     """The latest `window` trusted results of each config, oldest first, as the analysis
-    reads them: from branch runs (`pull_request IS NULL`), plus `pull_request`'s own runs when
-    given. Another PR's runs never count: its upload must not shape this PR's verdict.
+    reads them: from the runs of the trusted `branch` (None: no branch's), plus
+    `pull_request`'s own runs when given. Another PR's runs, and other branches' runs, never
+    count: their uploads must not shape this PR's verdict (`core.trusted_branches`).
 
     Each config's newest results are read backwards along its (config_id, id) index and the
     reading stops after `window` of them: a config with a long history costs no more than a new
     one (ranking all of its results, then keeping `window`, grew with the history).
     """
     out: dict[int, list[Observation]] = defaultdict(list)
-    where = " AND u.pull_request IS NULL"
-    also: tuple[int | str, ...] = ()
+    branch_runs = "u.pull_request IS NULL AND u.branch = ?" if branch is not None else "1 = 0"
+    also: tuple[int | str, ...] = () if branch is None else (branch,)
+    where = f" AND {branch_runs}"
     if pull_request is not None:
-        where, also = " AND (u.pull_request IS NULL OR u.pull_request = ?)", (pull_request,)
+        where, also = f" AND (({branch_runs}) OR u.pull_request = ?)", (*also, pull_request)
     if exclude_commit is not None:
         where, also = where + ' AND u."commit" <> ?', (*also, exclude_commit)
     latest = (

@@ -43,7 +43,7 @@ RESULT_COLUMNS = (
 CONFIG_COLUMNS = ("repository_id", "key", "nodeid", "world_size", "params")
 
 #: Run fields every shard of a run must agree on.
-RUN_FIELDS = ("commit", "branch", "pull_request", "base_commit", "shard_total")
+RUN_FIELDS = ("commit", "branch", "pull_request", "base_commit", "base_branch", "shard_total")
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,11 @@ set of head shards, so the report, the PR page and each section page after the f
 it again (stored shards never change; a new upload is a new set). These bulk reads run with the
 cyclic garbage collector paused (`crud.gc_pause`: its full passes took half a cold read's time).
 
-Evidence has provenance: the baseline, the timings and the history windows come from trusted
-branch runs only (`pull_request IS NULL`), plus this PR's own earlier runs for its history;
-another PR's runs never count. Results are split by CI matrix leg, so each leg is judged
-against the base's same leg.
+Evidence has provenance: the baseline, the timings and the history windows come only from runs
+of the PR's base branch, when that branch is trusted (`core.trusted_branches`; a PR run that
+names no base branch is compared with the default trusted branch), plus this PR's own earlier
+runs for its history; another PR's runs, and other branches' runs, never count. Results are
+split by CI matrix leg, so each leg is judged against the base's same leg.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ from cpci.server.crud.gc_pause import gc_paused
 from cpci.server.crud.history import observations
 from cpci.server.crud.runs import MergedRun, config_keys, merge_runs, results_of
 from cpci.server.models import Repository, Run, Shard
-from cpci.server.policies import evidence_policy, flakiness_policy
+from cpci.server.policies import evidence_policy, flakiness_policy, trusted_branches
 from cpci.server.shard_cache import ShardCache
 from cpci.urls import Links
 
@@ -141,6 +142,7 @@ class _ReadModels:
 
     head_runs: list[MergedRun]
     head: _Head
+    base_branch: str | None  # the trusted branch the PR is judged by (None: its base is not)
     baseline: BaselineInfo
     base_run: MergedRun | None
     base: dict[ConfigLeg, list[ResultView]] | None
@@ -173,9 +175,26 @@ def _read_models(
         lambda: _head(session, head_shards, storms),
         variant=storms,
     )
-    baseline, base_run = _baseline(
-        session, repo, latest.base_commit, settings.ancestor_depth, links
-    )
+    trust = trusted_branches(settings)
+    wanted = latest.base_branch or trust.default_branch(repo.default_branch)
+    base_branch = wanted if trust.trusts(wanted, repo.default_branch) else None
+    base_run: MergedRun | None = None
+    if base_branch is not None:
+        baseline, base_run = _baseline(
+            session, repo, latest.base_commit, base_branch, settings.ancestor_depth, links
+        )
+    else:
+        note = (
+            f"the base branch {wanted} is not a trusted branch ({trust.describe()}): "
+            "its runs judge no pull request"
+        )
+        baseline = BaselineInfo(
+            requested_commit=latest.base_commit,
+            used_commit=None,
+            commits_behind=None,
+            run=None,
+            note=note,
+        )
     base = None
     if base_run is not None:
         uploads = base_run.uploads
@@ -190,7 +209,7 @@ def _read_models(
         if base_run is not None and head.passed_any
         else {}
     )
-    return _ReadModels(head_runs, head, baseline, base_run, base, samples)
+    return _ReadModels(head_runs, head, base_branch, baseline, base_run, base, samples)
 
 
 def _inputs(
@@ -212,6 +231,7 @@ def _inputs(
         config_pks=head.needs_history,
         window=settings.flaky_window,
         links=links,
+        branch=read.base_branch,
         exclude_commit=latest.commit,
         pull_request=number,
     )
@@ -229,6 +249,9 @@ def _inputs(
         base_samples=read.base_samples,
         history_url=lambda key: links.history(repo.name, key),
         shard_of=head.shard_of,
+        base_runs=frozenset(
+            r.id for r in (read.base_run.runs if read.base_run else ()) if r.id is not None
+        ),
         storms=head.storms,
         order=head.order,
     )
@@ -303,8 +326,10 @@ def _progress(runs: Sequence[MergedRun]) -> ShardProgress:
 
 
 def _baseline(
-    session: Session, repo: Repository, base: str | None, depth: int, links: Links
+    session: Session, repo: Repository, base: str | None, branch: str, depth: int, links: Links
 ) -> tuple[BaselineInfo, MergedRun | None]:
+    """The complete run of the trusted `branch` at `base`, else at its nearest first-parent
+    ancestor with one."""
     if base is None:
         note = "the upload named no base commit, so there is nothing to compare with"
         return BaselineInfo(
@@ -317,17 +342,18 @@ def _baseline(
             select(Run).where(
                 Run.repository_id == repo.id,
                 Run.commit == commit,
-                col(Run.pull_request).is_(None),  # trusted branch runs only
+                Run.branch == branch,  # the trusted base branch's runs only
+                col(Run.pull_request).is_(None),
             )
         ).all()
         complete = [m for m in merge_runs(session=session, runs=runs) if m.progress.complete]
         if complete:
             chosen = complete[0]
             note = (
-                f"base {base[:12]}"
+                f"base {base[:12]} on {branch}"
                 if behind == 0
-                else f"no results at base {base[:12]}; used ancestor {commit[:12]}, "
-                f"{behind} commit(s) behind"
+                else f"no results at base {base[:12]} on {branch}; used ancestor "
+                f"{commit[:12]}, {behind} commit(s) behind"
             )
             info = BaselineInfo(
                 requested_commit=base,
@@ -339,9 +365,10 @@ def _baseline(
             return info, chosen
     searched = len(candidates) - 1
     note = (
-        f"no complete run at base {base[:12]} nor any of the {searched} known ancestor(s)"
+        f"no complete run of {branch} at base {base[:12]} nor any of the {searched} known "
+        "ancestor(s)"
         if searched
-        else f"no complete run at base {base[:12]} and no known ancestors of it"
+        else f"no complete run of {branch} at base {base[:12]} and no known ancestors of it"
     )
     info = BaselineInfo(
         requested_commit=base, used_commit=None, commits_behind=None, run=None, note=note
@@ -357,12 +384,11 @@ def _base_samples(
     per config and matrix leg: an A100 is not timed against an H100."""
     run = base.latest
     query = select(Run.id).where(
-        Run.repository_id == run.repository_id, col(Run.pull_request).is_(None)
+        Run.repository_id == run.repository_id,
+        col(Run.pull_request).is_(None),
+        Run.branch == run.branch,
+        col(Run.id) <= run.id,
     )
-    if run.branch is not None:
-        query = query.where(Run.branch == run.branch, col(Run.id) <= run.id)
-    else:
-        query = query.where(Run.commit == run.commit)
     run_ids = session.exec(query.order_by(col(Run.id).desc()).limit(count)).all()
     if not run_ids:
         return {}

@@ -68,3 +68,14 @@ def ensure_environment(*, session: Session, environment: Environment) -> int:
     ).one()
     assert env_id is not None
     return env_id
+
+
+def remember_default_branch(*, session: Session, name: str, branch: str) -> None:
+    """Record the default branch GitHub reports for `name` (every webhook payload carries it):
+    the trusted branch when CPCI_TRUSTED_BRANCHES is not set (`core.trusted_branches`)."""
+    repo_id = ensure_repository(session=session, name=name)
+    repo = session.get_one(Repository, repo_id)
+    if repo.default_branch != branch:
+        repo.default_branch = branch[:255]
+        session.add(repo)
+        session.flush()

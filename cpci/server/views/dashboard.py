@@ -22,6 +22,7 @@ from cpci.server.core.config import Settings
 from cpci.server.crud.pull_report import pull_request_report
 from cpci.server.crud.runs import MergedRun, config_keys, merge_runs
 from cpci.server.models import Repository, Result, Run, as_utc
+from cpci.server.policies import trusted_branches
 from cpci.server.shard_cache import ShardCache, repository_version
 from cpci.server.views.flaky import assess_configs
 from cpci.server.views.read_models import Dashboard, FlakyRow, PullRow, RunRow, SlowRow
@@ -34,8 +35,20 @@ PULLS = 10
 BRANCH_SAMPLE = 200
 
 
-def default_branch(*, session: Session, repo: Repository) -> str | None:
-    """The branch most of the recent non-PR runs were on (the service is not told the default)."""
+def default_view_branch(*, session: Session, repo: Repository, settings: Settings) -> str | None:
+    """The branch pages show when none is asked for: the default trusted branch, or, while it
+    has no runs (a repository whose default branch GitHub has not reported, on `master`), the
+    branch most of the recent non-PR runs were on."""
+    trusted = trusted_branches(settings).default_branch(repo.default_branch)
+    has_runs = session.exec(
+        select(Run.id)
+        .where(Run.repository_id == repo.id, col(Run.pull_request).is_(None), Run.branch == trusted)
+        .limit(1)
+    ).first()
+    return trusted if has_runs is not None else _busiest_branch(session, repo)
+
+
+def _busiest_branch(session: Session, repo: Repository) -> str | None:
     recent = (
         select(Run.branch)
         .where(Run.repository_id == repo.id, col(Run.pull_request).is_(None))
@@ -75,7 +88,7 @@ def build_dashboard(
     links: Links,
     cache: ShardCache,
 ) -> Dashboard:
-    branch = branch or default_branch(session=session, repo=repo)
+    branch = branch or default_view_branch(session=session, repo=repo, settings=settings)
     merged = branch_runs(session=session, repo=repo, branch=branch, limit=TREND_RUNS)
     rows: list[RunRow] = []
     failed_in: Counter[int] = Counter()
@@ -98,7 +111,7 @@ def build_dashboard(
     flaky = cache.remember(
         ("flaky", repo.id, branch, settings.flaky_window),
         version,
-        lambda: _flaky(session, repo, failed_in, settings, links),
+        lambda: _flaky(session, repo, branch, failed_in, settings, links),
     )
     return Dashboard(
         repository=repo.name,
@@ -111,11 +124,21 @@ def build_dashboard(
 
 
 def _flaky(
-    session: Session, repo: Repository, failed_in: Counter[int], settings: Settings, links: Links
+    session: Session,
+    repo: Repository,
+    branch: str | None,
+    failed_in: Counter[int],
+    settings: Settings,
+    links: Links,
 ) -> list[FlakyRow]:
     chosen = [pk for pk, _ in failed_in.most_common(FLAKY_CANDIDATES)]
     found = assess_configs(
-        session=session, repo=repo, config_pks=chosen, settings=settings, links=links
+        session=session,
+        repo=repo,
+        branch=branch,
+        config_pks=chosen,
+        settings=settings,
+        links=links,
     )
     return [
         FlakyRow(

@@ -1,6 +1,7 @@
-"""The repository's flaky configs: those that failed in recent branch runs and whose branch
-history, assessed by `analysis.flakiness`, earns the label (with its evidence). Pull requests'
-runs never count: a PR's work in progress is not the repository's flakiness, and one PR's upload
+"""A branch's flaky configs: those that failed in its recent runs and whose history on that
+branch, assessed by `analysis.flakiness`, earns the label (with its evidence). The branch is the
+default trusted branch unless the reader names another. Pull requests' runs never count, nor
+other branches': a PR's work in progress is not the repository's flakiness, and one PR's upload
 must not label a config that another PR then breaks."""
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from cpci.server.crud.common import chunks
 from cpci.server.crud.history import observations
 from cpci.server.crud.runs import config_keys
 from cpci.server.models import Repository, Result, Run
-from cpci.server.policies import flakiness_policy
+from cpci.server.policies import flakiness_policy, trusted_branches
 from cpci.server.views.read_models import FlakyConfig, FlakyList
 from cpci.urls import Links
 
@@ -24,11 +25,19 @@ MAX_CANDIDATES = 500
 
 
 def flaky_configs(
-    *, session: Session, repo: Repository, window_runs: int, settings: Settings, links: Links
+    *,
+    session: Session,
+    repo: Repository,
+    branch: str | None,
+    window_runs: int,
+    settings: Settings,
+    links: Links,
 ) -> FlakyList:
+    """The flaky configs of `branch` (None: the default trusted branch)."""
+    branch = branch or trusted_branches(settings).default_branch(repo.default_branch)
     run_ids = session.exec(
         select(Run.id)
-        .where(Run.repository_id == repo.id, col(Run.pull_request).is_(None))
+        .where(Run.repository_id == repo.id, col(Run.pull_request).is_(None), Run.branch == branch)
         .order_by(col(Run.id).desc())
         .limit(window_runs)
     ).all()
@@ -44,7 +53,12 @@ def flaky_configs(
         )
     chosen = sorted(candidates)[:MAX_CANDIDATES]
     found = assess_configs(
-        session=session, repo=repo, config_pks=chosen, settings=settings, links=links
+        session=session,
+        repo=repo,
+        branch=branch,
+        config_pks=chosen,
+        settings=settings,
+        links=links,
     )
     return FlakyList(repository=repo.name, window_runs=window_runs, configs=found)
 
@@ -53,19 +67,21 @@ def assess_configs(
     *,
     session: Session,
     repo: Repository,
+    branch: str | None,
     config_pks: Sequence[int],
     settings: Settings,
     links: Links,
 ) -> list[FlakyConfig]:
-    """The flaky ones among `config_pks` (config row ids), with evidence, strongest first (also
-    the web UI's dashboard, which picks its candidates from the failures of its branch's recent
-    runs)."""
+    """The flaky ones among `config_pks` (config row ids) by their history on `branch`, with
+    evidence, strongest first (also the web UI's dashboard, which picks its candidates from the
+    failures of its branch's recent runs)."""
     histories = observations(
         session=session,
         repo_name=repo.name,
         config_pks=config_pks,
         window=settings.flaky_window,
         links=links,
+        branch=branch,
     )
     policy = flakiness_policy(settings)
     keys = config_keys(session=session, ids=config_pks)

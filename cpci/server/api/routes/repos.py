@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query
+from sqlmodel import select
 
 from cpci.schema import (
     Ancestry,
@@ -22,9 +23,12 @@ from cpci.server.api.deps import (
     SettingsDep,
 )
 from cpci.server.api.view_deps import PullReportView, PullSectionView
+from cpci.server.core.errors import Forbidden
 from cpci.server.core.provenance import check_ancestry
 from cpci.server.crud.commits import record_parents
 from cpci.server.crud.repos import bind_github_id, ensure_repository
+from cpci.server.models import Repository
+from cpci.server.policies import trusted_branches
 from cpci.server.views.durations import DEFAULT_RUNS, MAX_RUNS, config_durations
 from cpci.server.views.flaky import flaky_configs
 from cpci.server.views.history import config_history
@@ -62,9 +66,23 @@ def flaky(
     settings: SettingsDep,
     links: LinksDep,
     runs: Annotated[int, Query(ge=1, le=1000, description="recent runs to look for failures")] = 50,
+    branch: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            max_length=255,
+            pattern=r"^[^\x00]*$",
+            description="the branch whose runs are read (default: the default trusted branch)",
+        ),
+    ] = None,
 ) -> FlakyList:
     return flaky_configs(
-        session=session, repo=repository, window_runs=runs, settings=settings, links=links
+        session=session,
+        repo=repository,
+        branch=branch,
+        window_runs=runs,
+        settings=settings,
+        links=links,
     )
 
 
@@ -73,11 +91,12 @@ def flaky(
     summary="Median seconds per config over recent trusted branch runs, to balance shards by",
     description="Every shard of a CI run that plans from this answer computes the same plan "
     "(`--cpci-durations URL`, or the Action's durations file). Passing results only, of branch "
-    "runs (never a PR's); `branch` defaults to the branch most recent branch runs were on.",
+    "runs (never a PR's); `branch` defaults to the default trusted branch (while it has runs).",
 )
 def durations(
     repository: ReadableRepoDep,
     session: SessionDep,
+    settings: SettingsDep,
     branch: Annotated[
         str | None, Query(min_length=1, max_length=255, pattern=r"^[^\x00]*$")
     ] = None,
@@ -85,7 +104,9 @@ def durations(
         int, Query(ge=1, le=MAX_RUNS, description="newest CI runs of the branch to read")
     ] = DEFAULT_RUNS,
 ) -> ConfigDurations:
-    return config_durations(session=session, repo=repository, branch=branch, runs=runs)
+    return config_durations(
+        session=session, repo=repository, branch=branch, runs=runs, settings=settings
+    )
 
 
 @router.get(
@@ -109,22 +130,37 @@ def pull_request_section(view: PullSectionView) -> ReportSectionPage:
 
 @router.post(
     "/commits",
-    summary="Record first-parent commit links",
+    summary="Record first-parent commit links of a trusted branch",
     description="First write wins; a link contradicting a stored one is a 409 naming both "
-    "parents. Needs branch rights (a `branch` token, or OIDC from a branch run); `cpci upload` "
-    "records the checkout's first-parent history of branch runs by itself.",
+    "parents (a link stored before trust was checked is replaced). Needs branch rights on a "
+    "trusted branch (`CPCI_TRUSTED_BRANCHES`): an OIDC token from a branch run, whose ref names "
+    "the branch, or a `branch` token with the body's `branch`; `cpci upload` records the "
+    "checkout's first-parent history of branch runs by itself.",
     tags=["uploads"],
     responses={
-        403: {"description": "the credential has no branch rights"},
+        403: {"description": "the credential has no branch rights, or the branch is untrusted"},
         409: {"description": "a link contradicts a stored one"},
     },
 )
 def commits(
-    owner: str, repo: str, body: Ancestry, principal: PrincipalDep, session: SessionDep
+    owner: str,
+    repo: str,
+    body: Ancestry,
+    principal: PrincipalDep,
+    session: SessionDep,
+    settings: SettingsDep,
 ) -> AncestryReceipt:
     name = f"{owner}/{repo}"
     principal.require(name)
-    check_ancestry(principal)
+    branch = check_ancestry(principal, body.branch)
+    known = session.exec(select(Repository).where(Repository.name == name)).first()
+    trust = trusted_branches(settings)
+    if not trust.trusts(branch, known.default_branch if known else None):
+        raise Forbidden(
+            f"branch {branch} is not a trusted branch ({trust.describe()}): commit ancestry is "
+            "taken from trusted branches only, as only their runs judge pull requests; nothing "
+            "to do unless this branch should be trusted"
+        )
     repo_id = ensure_repository(session=session, name=name)
     if principal.claims is not None:
         bind_github_id(session=session, repo_id=repo_id, claimed=principal.claims.repository_id)

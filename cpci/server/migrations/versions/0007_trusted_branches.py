@@ -4,7 +4,9 @@ Only trusted branch runs (CPCI_TRUSTED_BRANCHES, by default the repository's def
 judge a pull request, and a PR is judged against its own base branch: PR runs record the branch
 they merge into (GitHub's base_ref), repositories the default branch GitHub reports for them.
 Both nullable: runs uploaded before, or by older uploaders, are compared with the default
-trusted branch; a repository whose default branch is unknown trusts `main`.
+trusted branch; a repository whose default branch is unknown trusts `main`. Commit links say
+whether a trusted branch sent them: those stored before are not known to be, so a trusted
+branch's conflicting link replaces them (a feature branch may have claimed main's history).
 
 Revision ID: 0007
 Revises: 0006
@@ -29,9 +31,17 @@ def upgrade() -> None:
         batch.add_column(sa.Column("base_branch", sa.String(length=255), nullable=True))
     with op.batch_alter_table("repository") as batch:
         batch.add_column(sa.Column("default_branch", sa.String(length=255), nullable=True))
+    with op.batch_alter_table("commit_parent") as batch:
+        batch.add_column(
+            sa.Column("trusted", sa.Boolean(), nullable=False, server_default=sa.false())
+        )
+    with op.batch_alter_table("commit_parent") as batch:
+        batch.alter_column("trusted", server_default=None)
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("commit_parent") as batch:
+        batch.drop_column("trusted")
     with op.batch_alter_table("repository") as batch:
         batch.drop_column("default_branch")
     with op.batch_alter_table("run") as batch:
