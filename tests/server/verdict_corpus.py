@@ -3,11 +3,14 @@
 A verdict is only worth what it gets right on histories like the real ones, so this module
 writes such a history with its answers: N configs (CP-suite names at world sizes 2 and 4), each
 with a true failure rate (most 0; a share flaky at 0.05-0.3 with one or two failure signatures;
-a few broken on main for a stretch), M main runs on a first-parent chain of commits, and P pull
-requests based on main commits, with injected regressions (some in flaky configs, some a
-segfault whose surviving rank reports an NCCL error), other PRs' poisoning uploads, a missing
-shard, configs that never ran and order-dependent ones. With reruns on, a failing config is run
-up to 3 times in the same upload, stopping at the first pass (which is then `flaky: true`).
+a few broken on main for a stretch), M main runs on a first-parent chain of commits (a share of
+them, like a nightly job, without reruns: single attempts that flake), and P pull requests
+based on main commits, with injected regressions (some in flaky configs, one of them whose single
+attempt at the base failed by chance, some a segfault whose surviving rank reports an NCCL
+error), poisoning uploads from other PRs and from untrusted branches (a `wip` run at the base
+commit, flip-flops on a feature branch's own commits), a missing shard, configs that never ran
+and order-dependent ones. With reruns on, a failing config is run up to 3 times in the same
+upload, stopping at the first pass (which is then `flaky: true`).
 
 `build_corpus(spec)` is deterministic in `spec.seed`; `verdict_play.play` sends its steps to a
 real service and `verdict_score.score` compares what the service said with the truth here.
@@ -52,22 +55,34 @@ SUITES: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...] = (
 )
 WORLD_SIZES = (2, 4)
 
-RegressionKind = Literal["clean", "flaky-usual-signature", "flaky-new-signature", "crash"]
+RegressionKind = Literal[
+    "clean", "flaky-usual-signature", "flaky-new-signature", "crash", "flaky-base-failed"
+]
 REGRESSION_KINDS: tuple[RegressionKind, ...] = (
     "clean",
     "flaky-usual-signature",
     "flaky-new-signature",
     "crash",
+    "flaky-base-failed",  # a flaky config whose one attempt at the base failed by chance
 )
 PoisonKind = Literal[
-    "flaky-record-other-head", "pass-other-head", "pass-same-commit", "flaky-record-same-commit"
+    "flaky-record-other-head",
+    "pass-other-head",
+    "pass-same-commit",
+    "flaky-record-same-commit",
+    "untrusted-branch-fails-at-base",
+    "untrusted-branch-flip-flops",
 ]
 POISON_KINDS: tuple[PoisonKind, ...] = (
     "flaky-record-other-head",
     "pass-other-head",
     "pass-same-commit",
     "flaky-record-same-commit",
+    "untrusted-branch-fails-at-base",  # a `wip` branch run at the base commit, failing it
+    "untrusted-branch-flip-flops",  # six runs of a `wip` branch flipping it, on wip's commits
 )
+#: Runs of the flip-flopping untrusted branch: enough history to label a config flaky.
+FLIP_FLOP_RUNS = 6
 #: What a config really is at a PR's head; the scorer compares each verdict with this. A flaky
 #: config that failed every attempt by chance (p^3 with reruns, p without) is told apart from
 #: one where a rerun passed: no verdict can tell the former from a regression.
@@ -96,6 +111,7 @@ class CorpusSpec:
     flaky_share: float = 0.2
     broken_share: float = 0.03
     recall_window: int = 20
+    single_attempt_share: float = 0.25  # main runs without reruns (a nightly job), reruns on
 
     def __post_init__(self) -> None:
         most = len(all_config_names())
@@ -117,6 +133,10 @@ class CorpusSpec:
             )
         if self.recall_window < 1:
             raise ValueError(f"recall_window must be >= 1 main run, got {self.recall_window}")
+        if not 0 <= self.single_attempt_share < 1:
+            raise ValueError(
+                f"single_attempt_share must be in [0, 1), got {self.single_attempt_share}"
+            )
 
 
 @dataclass(frozen=True)
@@ -149,7 +169,8 @@ class Regression:
 
 @dataclass(frozen=True)
 class Poison:
-    """Another PR's upload that would hide `target`'s regression in `config` if it counted."""
+    """Another PR's upload, or an untrusted branch's runs, that would hide `target`'s
+    regression in `config` if it counted."""
 
     target: int
     by: int
@@ -224,6 +245,8 @@ class _Builder:
     spec: CorpusSpec
     configs: tuple[ConfigTruth, ...] = ()
     steps: list[Step] = field(default_factory=list)
+    single_attempt_runs: set[int] = field(default_factory=set)  # main runs without reruns
+    base_failures: set[tuple[int, str]] = field(default_factory=set)  # (main run, config key)
 
     def rng(self, *parts: object) -> random.Random:
         return random.Random(":".join(map(str, (self.spec.seed, *parts))))
@@ -247,6 +270,11 @@ def build_corpus(spec: CorpusSpec) -> Corpus:
     """The whole history, its truth and the order of its uploads and reads."""
     b = _Builder(spec)
     b.configs = _configs(b)
+    if spec.reruns:
+        nightly = b.rng("single-attempt-runs")
+        b.single_attempt_runs = {
+            k for k in range(spec.main_runs) if nightly.random() < spec.single_attempt_share
+        }
     main = tuple(sha(spec.seed, "main", k) for k in range(spec.main_runs))
     window = min(spec.recall_window, spec.main_runs)
     plans = _plans(b)
@@ -309,9 +337,13 @@ def _broken(c: ConfigTruth) -> Failure:
 
 
 def _mainattempts(b: _Builder, c: ConfigTruth, k: int) -> list[ResultRecord]:
+    reruns = b.spec.reruns and k not in b.single_attempt_runs
     if c.broken_at(k):
-        return attempts(c, lambda _: _broken(c), b.spec.reruns)
-    return attempts(c, _flaky_draw(c, b.rng("main", k, c.key)), b.spec.reruns)
+        return attempts(c, lambda _: _broken(c), reruns)
+    if (k, c.key) in b.base_failures:  # a flake's chance failure, planned for a PR's base
+        rng = b.rng("base-failure", k, c.key)
+        return attempts(c, lambda _: failure(c.signatures[0], rng.randrange(c.world_size)), False)
+    return attempts(c, _flaky_draw(c, b.rng("main", k, c.key)), reruns)
 
 
 def _upload_shards(
@@ -323,6 +355,7 @@ def _upload_shards(
     branch: str,
     pull_request: int | None = None,
     base_commit: str | None = None,
+    base_branch: str | None = None,
     skip_shard: int | None = None,
 ) -> None:
     """One CI run: each shard's records in one envelope, shards in order."""
@@ -338,6 +371,7 @@ def _upload_shards(
             branch=branch,
             pull_request=pull_request,
             base_commit=base_commit,
+            base_branch=base_branch,
             ci_run_id=ci_run_id,
             shard_index=shard,
             shard_total=b.spec.shards,
@@ -367,7 +401,7 @@ def _plans(b: _Builder) -> tuple[PullRequestTruth, ...]:
         kinds = [REGRESSION_KINDS[j % len(REGRESSION_KINDS)]]
         if rng.random() < 0.4:
             kinds.append(rng.choice(REGRESSION_KINDS))
-        poison_kind = POISON_KINDS[(j // 2) % len(POISON_KINDS)] if j % 2 == 0 else None
+        poison_kind: PoisonKind | None = POISON_KINDS[j % len(POISON_KINDS)]
         if poison_kind is not None and "clean" not in kinds:
             kinds.append("clean")
         attempts = ATTEMPTS_WITH_RERUNS if spec.reruns else 1
@@ -376,6 +410,9 @@ def _plans(b: _Builder) -> tuple[PullRequestTruth, ...]:
             pool = flaky if kind.startswith("flaky") else clean
             if pool:
                 regressions.append(Regression(pool.pop().key, kind, attempts))
+                if kind == "flaky-base-failed":
+                    b.base_failures.add((base_run, regressions[-1].config))
+                    b.single_attempt_runs.add(base_run)
         truth: dict[str, HeadTruth] = {r.config: "regression" for r in regressions}
         if j % 3 == 0 and clean:
             truth[clean.pop().key] = "not_run"
@@ -416,6 +453,7 @@ def _play_pull(b: _Builder, pull: PullRequestTruth, main: Sequence[str]) -> Pull
         branch=f"feature-{pull.number}",
         pull_request=pull.number,
         base_commit=main[pull.base_run],
+        base_branch="main",
         skip_shard=missing,
     )
     b.steps.append(ReadReport(pull.number))
@@ -462,6 +500,9 @@ def _regressionfailure(c: ConfigTruth, kind: RegressionKind, rng: random.Random)
 
 def _poison(b: _Builder, pull: PullRequestTruth, poison: Poison, main: Sequence[str]) -> None:
     c = next(c for c in b.configs if c.key == poison.config)
+    if poison.kind.startswith("untrusted-branch"):
+        _untrusted_branch(b, pull, poison, c, main)
+        return
     if poison.kind.startswith("flaky-record"):
         poisoned = record(c, "passed", 2, flaky=True)
     else:
@@ -478,3 +519,35 @@ def _poison(b: _Builder, pull: PullRequestTruth, poison: Poison, main: Sequence[
         results=[poisoned],
     )
     b.steps.append(Upload(envelope))
+
+
+def _untrusted_branch(
+    b: _Builder, pull: PullRequestTruth, poison: Poison, c: ConfigTruth, main: Sequence[str]
+) -> None:
+    """Branch runs of `wip-N` (uploaded with the branch token, as a repository that runs CI on
+    every pushed branch would): one at the PR's base commit in which the target fails, or six
+    on the branch's own commits in which it fails and passes by turns."""
+    wip = f"wip-{poison.by}"
+    message = REGRESSION_SIGNATURE.format(d=1.5)
+    if poison.kind == "untrusted-branch-fails-at-base":
+        runs = [(main[pull.base_run], [record(c, "failed", 1, failure(message, 0).errors)])]
+    else:
+        runs = [
+            (
+                sha(b.spec.seed, wip, n),
+                [record(c, "failed", 1, failure(message, 0).errors)]
+                if n % 2 == 0
+                else [record(c, "passed", 1)],
+            )
+            for n in range(FLIP_FLOP_RUNS)
+        ]
+    for n, (commit, results) in enumerate(runs):
+        envelope = RunEnvelope(
+            repository=REPO,
+            commit=commit,
+            branch=wip,
+            ci_run_id=str(40_000 + 10 * poison.by + n),
+            environment=ENVIRONMENT,
+            results=results,
+        )
+        b.steps.append(Upload(envelope))

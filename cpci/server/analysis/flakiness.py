@@ -110,34 +110,48 @@ def assess_flakiness(
 
 @dataclass(frozen=True)
 class BaseEvidence:
-    """What the base branch's own history says of a config that failed at the base: its
-    flakiness before the base run (None: no history before it) and how many base-branch CI
-    runs in a row, the base run included, it failed in (a rerun that passed is no failure)."""
+    """What the base branch's own history says of a config that failed at the base: the base
+    run ends a streak of `streak` base-branch CI runs in a row that it failed (a rerun that
+    passed is no failure), with `failed_attempts` failing attempts among them and these error
+    `signatures`; `known` is its flakiness before the streak (None: no history before it)."""
 
     known: FlakinessAssessment | None
     streak: int
+    failed_attempts: int
+    signatures: tuple[str, ...]
 
 
 def base_evidence(
     history: Sequence[Observation], base_runs: Collection[int], policy: FlakinessPolicy
-) -> BaseEvidence:
+) -> BaseEvidence | None:
     """`history` (a config's trusted observations, oldest first) read up to the base run
-    (`base_runs`: the stored run ids of its attempts): the base's failure is weighed against
-    what came before it, as the head's is against what came before the head."""
-    first, last = min(base_runs), max(base_runs)
+    (`base_runs`: the stored run ids of its attempts): the base's failures are weighed against
+    what came before them, as the head's are against what came before the head. None when the
+    base run is not in the history (pushed out of its window by later runs)."""
+    last = max(base_runs)
     branch = [o for o in history if not o.on_pull_request and o.run_id <= last]
-    before = [o for o in branch if o.run_id < first]
-    failed: dict[str, bool] = {}  # per CI run, in order: failed, and nothing passed?
+    if not any(o.run_id in base_runs for o in branch):
+        return None
+    by_run: dict[str, list[Observation]] = defaultdict(list)  # per CI run, in order
     for o in branch:
         if o.counted or o.flaky:
-            bad = o.failed and not o.flaky
-            failed[o.run.ci_run_id] = failed.get(o.run.ci_run_id, True) and bad
-    streak = 0
-    for bad in reversed(list(failed.values())):
-        if not bad:
+            by_run[o.run.ci_run_id].append(o)
+    streak: list[Observation] = []
+    for group in reversed(list(by_run.values())):
+        if not all(o.failed and not o.flaky for o in group):
             break
-        streak += 1
-    return BaseEvidence(assess_flakiness(before, policy) if before else None, streak)
+        streak += group
+    if not streak:
+        return None
+    first = min(o.run_id for o in streak)
+    before = [o for o in branch if o.run_id < first]
+    runs = len({o.run.ci_run_id for o in streak})
+    return BaseEvidence(
+        known=assess_flakiness(before, policy) if before else None,
+        streak=runs,
+        failed_attempts=len(streak),
+        signatures=tuple(o.signature for o in streak if o.signature),
+    )
 
 
 def flake_record(series: Sequence[Observation]) -> FlakeRecord:

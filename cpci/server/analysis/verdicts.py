@@ -130,8 +130,8 @@ def first_message(results: Sequence[ResultView]) -> str | None:
 
 
 #: Failing base-branch runs in a row, ending with the base run, that make the base broken
-#: whatever its flakiness: a flake that fails twice running is the rarer explanation.
-BROKEN_STREAK = 2
+#: whatever its flakiness; shorter streaks are weighed by the chance test.
+BROKEN_STREAK = 3
 
 
 @dataclass(frozen=True)
@@ -204,8 +204,8 @@ def decide(
         why = known.reason if known is not None and known.flaky else "passed and failed at base"
         return Decision("flaky", f"known flaky: {test.text()}; {why}", evidence=test)
     reason = "passes at base, fails at head"
-    if base_state == "fail" and base:
-        weighed = weigh_base(base, base_evidence, policy)
+    if base_state == "fail":
+        weighed = weigh_base(base_evidence, policy)
         if weighed.broken:
             return Decision("broken_at_base", f"fails at base too{weighed.why}", evidence=test)
         reason = f"fails at head; {weighed.why}"
@@ -218,32 +218,31 @@ def decide(
     return Decision("new_failure", reason, evidence=test)
 
 
-def weigh_base(
-    base: Sequence[ResultView], evidence: BaseEvidence | None, policy: EvidencePolicy
-) -> BaseWeighed:
-    """Does the base's failure mean the base is broken? The same chance test as the head's,
-    on the base's failed attempts against the config's flakiness before the base run: a
-    known-flaky config that failed its one attempt at the base by chance is judged as if the
-    base passed (pytorch/pytorch#107333: a flaky base job misleads). Without history to weigh
-    it against, or for a config not known to flake, a failure at the base is the base's."""
+def weigh_base(evidence: BaseEvidence | None, policy: EvidencePolicy) -> BaseWeighed:
+    """Does the base's failure mean the base is broken? The same chance test as the head's:
+    the failing attempts of the base-branch runs it failed in a row, up to and with the base
+    run, against the config's flakiness before them. A known-flaky config that failed its one
+    attempt at the base by chance is judged as if the base passed (pytorch/pytorch#107333: a
+    flaky base job misleads); `BROKEN_STREAK` runs in a row are a breakage whatever the chance.
+    Without history to weigh it against, or for a config not known to flake, a failure at the
+    base is the base's."""
     if evidence is None:
         return BaseWeighed(True, "")
+    before = evidence.streak - 1
     if evidence.streak >= BROKEN_STREAK:
-        return BaseWeighed(True, f", as in the {evidence.streak} base-branch runs up to it")
+        return BaseWeighed(True, f", as in the {before} base-branch runs before it")
     known = evidence.known
     if known is None or not known.flaky or not known.record.trials:
         return BaseWeighed(True, "")
-    failing = [
-        r for r in base if r.outcome in FAILING_OUTCOMES and r.outcome not in NOT_RUN_OUTCOMES
-    ]
-    signatures = [signature(t) for t in (culprit_of(r) for r in failing) if t.strip()]
-    test = flake_test(known.record, len(failing), signatures, policy)
+    test = flake_test(known.record, evidence.failed_attempts, evidence.signatures, policy)
+    where = "at the base" + (" and in the base-branch run before it" if before else "")
     if not test.flake_explains:
-        return BaseWeighed(True, f": not explained by its flakiness before the base: {test.text()}")
+        why = f"; its flakiness does not explain its failures {where}: {test.text()}"
+        return BaseWeighed(True, why)
     return BaseWeighed(
         False,
-        f"its failure at the base is explained by its flakiness ({test.text()}), so the head is "
-        "judged as if the base passed",
+        f"its flakiness explains its failures {where} ({test.text()}), so the head is judged "
+        "as if the base passed",
     )
 
 
