@@ -178,8 +178,10 @@ def test_uploads_with_bad_credentials_are_refused_and_write_nothing(
 
 def test_a_valid_oidc_token_still_uploads(target: Target) -> None:
     """The refusals above are not refusing everything."""
-    headers = {"Authorization": f"Bearer {target.keys.token()}"}
-    assert target.client.post("/api/v1/uploads", json=body(), headers=headers).status_code == 201
+    sent = body()
+    bearer = target.keys.token(sha=sent["commit"], run_id=sent["ci_run_id"])
+    headers = {"Authorization": f"Bearer {bearer}"}
+    assert target.client.post("/api/v1/uploads", json=sent, headers=headers).status_code == 201
     assert target.counts()["Result"] == 2
 
 

@@ -17,12 +17,15 @@ from sqlalchemy import Engine
 
 from cpci.server import Settings, create_app
 from tests.live_server import Request, serve, serve_answers
-from tests.server.service_builders import REPO
+from tests.server.service_builders import BASE, REPO
 
 ISSUER = "https://token.actions.githubusercontent.com"
 AUDIENCE = "cpci-test"
 REPO_ID = "4242"
-#: The claims of a push to main, as GitHub mints them (the ones cpci looks at).
+#: The merge commit GitHub makes of a PR's head into its base: a PR token's `sha`.
+MERGE = "e" * 40
+#: The claims of a push to main, as GitHub mints them (the ones cpci looks at): run 100,
+#: attempt 1, at `service_builders.BASE`, as `service_builders.envelope` uploads by default.
 PUSH_TO_MAIN = {
     "sub": f"repo:{REPO}:ref:refs/heads/main",
     "repository": REPO,
@@ -30,16 +33,23 @@ PUSH_TO_MAIN = {
     "event_name": "push",
     "ref": "refs/heads/main",
     "job_workflow_ref": f"{REPO}/.github/workflows/ci.yml@refs/heads/main",
+    "sha": BASE,
+    "run_id": "100",
+    "run_attempt": "1",
 }
 
 
-def pull_request_claims(number: int, repo: str = REPO) -> dict[str, Any]:
-    """The claims of a `pull_request` workflow of PR `number` (its merge ref)."""
+def pull_request_claims(number: int, repo: str = REPO, run_id: str = "100") -> dict[str, Any]:
+    """The claims of a `pull_request` workflow of PR `number` (its merge ref, whose merge
+    commit is MERGE), CI run `run_id`, attempt 1."""
     return {
         "sub": f"repo:{repo}:pull_request",
         "event_name": "pull_request",
         "ref": f"refs/pull/{number}/merge",
         "job_workflow_ref": f"{repo}/.github/workflows/ci.yml@refs/pull/{number}/merge",
+        "sha": MERGE,
+        "run_id": run_id,
+        "run_attempt": "1",
     }
 
 

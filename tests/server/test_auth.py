@@ -113,6 +113,7 @@ def test_valid_oidc_token_uploads(oidc_client: TestClient, keys: Keys, engine: E
     assert response.status_code == 201, response.text
     again = envelope([record("p2p")], ci_run_id="101")
     fetched = keys.jwks_requests
+    headers = {"Authorization": f"Bearer {keys.token(run_id='101')}"}  # run 101's own token
     assert oidc_client.post("/api/v1/uploads", json=again, headers=headers).status_code == 201
     assert keys.jwks_requests == fetched, "the JWKS is cached between uploads"
     assert runs(engine) == 2

@@ -1,6 +1,6 @@
 """Provenance over real HTTP: RSA-signed GitHub OIDC tokens (JWKS on loopback) and scoped upload
-tokens against a real uvicorn; each claim rule refuses with a 403 naming it and writes nothing,
-and the run page's JSON twin shows who uploaded the run."""
+tokens against a real uvicorn; each claim rule (event, ref, run, commit) refuses with a 403
+naming it and writes nothing, and the run page's JSON twin shows who uploaded the run."""
 
 from __future__ import annotations
 
@@ -13,11 +13,12 @@ from sqlalchemy import Engine, func
 from sqlmodel import Session, select
 
 from cpci import urls
+from cpci.schema import RunEnvelope
 from cpci.server.core.errors import Forbidden
 from cpci.server.core.provenance import Credential, OidcClaims, check_upload
 from cpci.server.crud.tokens import create_token
 from cpci.server.models import Repository, Run
-from tests.server.oidc_keys import REPO_ID, Keys, oidc_service, pull_request_claims
+from tests.server.oidc_keys import MERGE, REPO_ID, Keys, oidc_service, pull_request_claims
 from tests.server.service_builders import BASE, REPO, envelope, record
 
 FORK_WORKFLOW = f"{REPO}/.github/workflows/cpci-fork-results.yml@refs/heads/main"
@@ -43,8 +44,17 @@ def runs(engine: Engine) -> int:
 
 
 def pr_run(number: int, **fields: Any) -> dict[str, Any]:
-    body = {"branch": "feature", "pull_request": number, "base_commit": BASE, **fields}
-    return envelope([record("p2p")], commit="c" * 40, **body)
+    """A run of PR `number` as `cpci upload` sends it from a pull_request workflow: the head as
+    commit, GitHub's merge commit (MERGE, the token's `sha`) as merge_commit."""
+    body = {
+        "commit": "c" * 40,
+        "branch": "feature",
+        "pull_request": number,
+        "base_commit": BASE,
+        "merge_commit": MERGE,
+        **fields,
+    }
+    return envelope([record("p2p")], **body)
 
 
 def test_a_push_to_main_uploads_main_and_the_run_page_says_who(
@@ -90,9 +100,51 @@ def test_an_oidc_token_claims_only_its_own_event_and_ref(
     assert runs(engine) == 0
 
 
+@pytest.mark.parametrize(
+    ("claims", "body", "says"),
+    [
+        ({"sha": "d" * 40}, None, f"minted for commit {'d' * 40} (its `sha` claim"),
+        ({"sha": None}, None, "nothing (the token has no `sha` claim)"),
+        ({"run_id": "555"}, None, "comes from CI run 555 (its `run_id` claim)"),
+        ({"run_attempt": "2"}, None, "attempt 2 of CI run 100 (its `run_attempt` claim)"),
+        ({}, envelope([record("p2p")], ci_attempt=2), "but the upload claims ci_attempt 2"),
+        (pull_request_claims(7), pr_run(7, merge_commit=None), "merge_commit is not given"),
+        (
+            pull_request_claims(7),
+            pr_run(7, commit=MERGE, merge_commit=None),
+            "merge commit of refs/pull/7/merge",
+        ),
+        (pull_request_claims(7, run_id="101"), pr_run(7), "comes from CI run 101"),
+    ],
+    ids=[
+        "other-commit",
+        "no-sha",
+        "other-run",
+        "other-attempt",
+        "attempt-2-by-attempt-1",
+        "pr-without-merge-commit",
+        "pr-merge-commit-as-head",
+        "pr-other-run",
+    ],
+)
+def test_an_oidc_token_uploads_only_its_own_run_and_commit(
+    base_url: str,
+    keys: Keys,
+    engine: Engine,
+    claims: dict[str, Any],
+    body: dict[str, Any] | None,
+    says: str,
+) -> None:
+    response = post(base_url, keys.token(**claims), body or envelope([record("p2p")]))
+    assert response.status_code == 403, response.text
+    assert says in response.json()["detail"]
+    assert runs(engine) == 0
+
+
 def test_a_pr_workflow_uploads_its_own_pr(base_url: str, keys: Keys) -> None:
     response = post(base_url, keys.token(**pull_request_claims(7)), pr_run(7))
     assert response.status_code == 201, response.text
+    assert response.json()["ci_run_id"] == "100"
     detail = httpx.get(f"{base_url}/api/v1/repos/{REPO}/runs/100/detail").json()
     assert detail["provenance"]["event"] == "pull_request"
     assert detail["provenance"]["fork"] is False
@@ -101,12 +153,16 @@ def test_a_pr_workflow_uploads_its_own_pr(base_url: str, keys: Keys) -> None:
 def test_the_allow_listed_fork_workflow_uploads_a_pr_marked_fork(
     base_url: str, keys: Keys, engine: Engine
 ) -> None:
+    # Its own run, attempt and commit (the base repository's) are not the fork PR's it uploads.
     fork = keys.token(
         event_name="workflow_run",
         sub=f"repo:{REPO}:ref:refs/heads/main",
         job_workflow_ref=FORK_WORKFLOW,
+        sha="d" * 40,
+        run_id="777",
+        run_attempt="3",
     )
-    assert post(base_url, fork, pr_run(9)).status_code == 201
+    assert post(base_url, fork, pr_run(9, merge_commit=None)).status_code == 201
     with Session(engine) as session:
         assert session.exec(select(Run.fork)).one() is True
     detail = httpx.get(f"{base_url}/api/v1/repos/{REPO}/runs/100/detail").json()
@@ -122,7 +178,7 @@ def test_the_repository_id_is_bound_on_first_sight(
     assert post(base_url, keys.token(), envelope([record("p2p")])).status_code == 201
     with Session(engine) as session:
         assert session.exec(select(Repository.github_id)).one() == int(REPO_ID)
-    recreated = keys.token(repository_id="9999")
+    recreated = keys.token(repository_id="9999", run_id="101")
     response = post(base_url, recreated, envelope([record("p2p")], ci_run_id="101"))
     assert response.status_code == 403
     assert f"bound to GitHub repository id {REPO_ID}" in response.json()["detail"]
@@ -197,23 +253,31 @@ def oidc(**claims: str | None) -> Credential:
         "event": "push",
         "ref": "refs/heads/main",
         "job_workflow_ref": None,
+        "sha": BASE,
+        "run_id": "100",
+        "run_attempt": "1",
     }
     parsed = OidcClaims(**{**base, **claims})  # type: ignore[arg-type]
     return Credential(repository=REPO, via="oidc", subject="s", claims=parsed)
 
 
+def claimed(**fields: Any) -> RunEnvelope:
+    """What an upload claims: a run of main at BASE (run 100, attempt 1) unless told."""
+    return RunEnvelope.model_validate(envelope([], **fields))
+
+
 @pytest.mark.parametrize("event", ["push", "schedule", "workflow_dispatch"])
 def test_branch_events_may_claim_their_branch(event: str) -> None:
-    made = check_upload(oidc(event=event), branch="main", pull_request=None, fork_workflows=())
+    made = check_upload(oidc(event=event), claimed(), fork_workflows=())
     assert (made.event, made.ref, made.fork) == (event, "refs/heads/main", False)
 
 
 def test_a_branch_claim_without_a_branch_is_refused() -> None:
     with pytest.raises(Forbidden, match="not branch None"):
-        check_upload(oidc(), branch=None, pull_request=None, fork_workflows=())
+        check_upload(oidc(), claimed(branch=None), fork_workflows=())
 
 
 def test_a_fork_workflow_must_match_exactly() -> None:
     near = oidc(event="workflow_run", job_workflow_ref=FORK_WORKFLOW.replace("main", "evil"))
     with pytest.raises(Forbidden, match="CPCI_OIDC_FORK_WORKFLOWS"):
-        check_upload(near, branch="f", pull_request=3, fork_workflows=(FORK_WORKFLOW,))
+        check_upload(near, claimed(branch="f", pull_request=3), fork_workflows=(FORK_WORKFLOW,))

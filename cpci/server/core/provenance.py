@@ -9,7 +9,13 @@ credential may only claim what it was issued for:
   PR) needs event `push`, `schedule` or `workflow_dispatch` and `ref == refs/heads/<branch>`; a
   PR run needs event `pull_request` and `ref == refs/pull/<N>/merge`, or an allow-listed
   `job_workflow_ref` (the fork-results workflow, which uploads for fork PRs from the base
-  repository), and is then marked as a fork run.
+  repository), and is then marked as a fork run;
+- and it speaks for one workflow run at one commit: the upload's `ci_run_id` and `ci_attempt`
+  must be its `run_id` and `run_attempt`, and its `sha` the upload's commit (for a PR run, the
+  `merge_commit`: on `pull_request` events GitHub's `sha` is the merge commit of
+  `refs/pull/<N>/merge`, which the workflow checks out), so a job cannot write results under
+  another run's id or for a commit it did not test. The fork-results workflow is exempt: it
+  uploads another run's results (the fork PR's, named by its `workflow_run` event).
 
 Before any of that, an operator may allow-list the repositories whose OIDC tokens are accepted
 at all (`check_allowed`): any repository on GitHub can mint a token for any audience.
@@ -24,6 +30,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from cpci.schema import RunEnvelope
 from cpci.server.core.errors import Forbidden
 
 #: Events whose OIDC tokens may claim branch history.
@@ -47,6 +54,9 @@ class OidcClaims:
     event: str | None
     ref: str | None
     job_workflow_ref: str | None
+    sha: str | None = None
+    run_id: str | None = None
+    run_attempt: str | None = None
 
     @classmethod
     def from_verified(cls, claims: Mapping[str, Any]) -> OidcClaims:
@@ -63,6 +73,9 @@ class OidcClaims:
             event=text("event_name"),
             ref=text("ref"),
             job_workflow_ref=text("job_workflow_ref") or text("workflow_ref"),
+            sha=text("sha"),
+            run_id=text("run_id"),
+            run_attempt=text("run_attempt"),
         )
 
 
@@ -137,14 +150,11 @@ def check_allowed(claims: OidcClaims, allowed: OidcAllowList) -> None:
 
 
 def check_upload(
-    credential: Credential,
-    *,
-    branch: str | None,
-    pull_request: int | None,
-    fork_workflows: Collection[str],
+    credential: Credential, envelope: RunEnvelope, *, fork_workflows: Collection[str]
 ) -> Provenance:
-    """The provenance of an upload claiming `branch` / `pull_request`; Forbidden if the
-    credential may not claim it."""
+    """The provenance of an upload of `envelope` (its branch or pull request, its run and
+    commit); Forbidden if the credential may not claim them."""
+    branch, pull_request = envelope.branch, envelope.pull_request
     if credential.claims is None:
         _check_token_scope(credential, branch=branch, pull_request=pull_request)
         return Provenance(via="token", uploaded_by=credential.subject)
@@ -154,6 +164,8 @@ def check_upload(
         _check_branch_claims(claims, branch)
     else:
         fork = _check_pull_request_claims(claims, pull_request, fork_workflows)
+    if not fork:
+        _check_run_claims(claims, envelope)
     return Provenance(
         via="oidc",
         uploaded_by=claims.subject,
@@ -244,6 +256,46 @@ def _check_branch_claims(claims: OidcClaims, branch: str | None) -> None:
             f"this OIDC token was minted on ref {claims.ref!r}, so it may claim only that "
             f"branch, not branch {branch!r}: upload with --branch matching the workflow's ref"
         )
+
+
+def _check_run_claims(claims: OidcClaims, envelope: RunEnvelope) -> None:
+    """The token's own workflow run and commit, against the run and commit the upload names."""
+    pull = envelope.pull_request
+    if pull is None:
+        if claims.sha != envelope.commit:
+            raise Forbidden(
+                f"this OIDC token was minted for commit {_claimed(claims.sha, 'sha')} (its `sha` "
+                f"claim: the commit the workflow ran on), but the upload claims commit "
+                f"{envelope.commit}: upload the workflow's own commit (GITHUB_SHA, which "
+                "`cpci upload` takes unless --commit says otherwise)"
+            )
+    elif claims.sha != envelope.merge_commit:
+        raise Forbidden(
+            f"this OIDC token was minted for commit {_claimed(claims.sha, 'sha')} (its `sha` "
+            f"claim: on pull_request events the merge commit of refs/pull/{pull}/merge, which "
+            f"GitHub made and the workflow checks out), but the upload's merge_commit is "
+            f"{envelope.merge_commit or 'not given'}: send that commit as merge_commit and the "
+            "PR's head as commit, as `cpci upload` does in pull_request workflows (from "
+            "GITHUB_SHA and the event; --merge-commit)"
+        )
+    if claims.run_id != envelope.ci_run_id:
+        raise Forbidden(
+            f"this OIDC token comes from CI run {_claimed(claims.run_id, 'run_id')} (its "
+            f"`run_id` claim), but the upload claims ci_run_id {envelope.ci_run_id!r}: a job may "
+            "upload only its own workflow run (GITHUB_RUN_ID, which `cpci upload` takes unless "
+            "--ci-run-id says otherwise)"
+        )
+    if claims.run_attempt != str(envelope.ci_attempt):
+        raise Forbidden(
+            f"this OIDC token comes from attempt {_claimed(claims.run_attempt, 'run_attempt')} "
+            f"of CI run {claims.run_id} (its `run_attempt` claim), but the upload claims "
+            f"ci_attempt {envelope.ci_attempt}: upload under the job's own attempt "
+            "(GITHUB_RUN_ATTEMPT, which `cpci upload` takes unless --ci-attempt says otherwise)"
+        )
+
+
+def _claimed(value: str | None, name: str) -> str:
+    return value if value is not None else f"nothing (the token has no `{name}` claim)"
 
 
 def _check_pull_request_claims(

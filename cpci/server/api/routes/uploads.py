@@ -43,7 +43,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"description": "missing or invalid credentials"},
     403: {
         "description": "the credentials are for another repository, or may not claim this "
-        "branch / pull request (the rule is named)"
+        "branch / pull request, CI run or commit (the rule is named)"
     },
     409: {"description": "this shard was already uploaded with a different body"},
     413: {
@@ -88,12 +88,7 @@ async def upload(
     raw = await read_limited(request, settings.max_upload_bytes)
     envelope = await run_in_threadpool(parse_envelope, raw)
     principal.require(envelope.repository)
-    provenance = check_upload(
-        principal,
-        branch=envelope.branch,
-        pull_request=envelope.pull_request,
-        fork_workflows=settings.oidc_fork_workflows,
-    )
+    provenance = check_upload(principal, envelope, fork_workflows=settings.oidc_fork_workflows)
     check_results_per_upload(len(envelope.results), settings.max_results_per_upload)
     per_hour = settings.max_uploads_per_hour
     rate = UploadRate(per_hour=per_hour, now=utcnow()) if per_hour else None
