@@ -3,14 +3,23 @@
 pytest runs as a child process with the runner's options; the results file is the source of
 truth for everything after it (summary, annotations, outputs, upload), so what the job reports is
 exactly what the service will store.
+
+The code under test is the PR's, so it runs without cpci's credentials: pytest (and every
+process it starts: the ranks, the library's own subprocesses) gets the job's environment less
+cpci's inputs (`CPCI_INPUT_*`: the upload token, the `github-token` input) and GitHub's OIDC
+token-request variables, with which any process could mint a token that uploads as this job.
+cpci gets the token it needs before pytest starts (`HeldToken`). A variable the workflow sets for
+its tests itself (its own `GITHUB_TOKEN`, say) stays theirs.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +30,12 @@ from cpci.schema import FAILING_OUTCOMES, ResultRecord, read_results
 
 #: Annotations GitHub shows per step; more are dropped, so the rest are summarised.
 MAX_ANNOTATIONS = 10
+#: Held back from the tests: the Action's inputs (action.yml passes each as CPCI_INPUT_<NAME>).
+INPUT_PREFIX = "CPCI_INPUT_"
+#: Held back from the tests: with these two, any process can mint an OIDC token for this job.
+OIDC_REQUEST_VARIABLES = frozenset(
+    {"ACTIONS_ID_TOKEN_REQUEST_TOKEN", "ACTIONS_ID_TOKEN_REQUEST_URL"}
+)
 
 
 @dataclass(frozen=True)
@@ -78,12 +93,24 @@ def pytest_command(settings: ActionSettings, durations: str | None = None) -> li
     ]
 
 
+def test_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment the tests run in: the job's, less cpci's inputs and the OIDC
+    token-request variables."""
+    return {
+        name: value
+        for name, value in environ.items()
+        if not name.startswith(INPUT_PREFIX) and name not in OIDC_REQUEST_VARIABLES
+    }
+
+
 def run_suite(
     settings: ActionSettings, cwd: Path | None = None, durations: str | None = None
 ) -> SuiteOutcome:
-    """Run pytest (its output goes straight to the job log) and read what it recorded."""
+    """Run pytest in `test_environment` (its output goes straight to the job log) and read what
+    it recorded."""
     command = pytest_command(settings, durations)
-    code = subprocess.run(command, cwd=cwd, check=False).returncode
+    env = test_environment(os.environ)
+    code = subprocess.run(command, cwd=cwd, env=env, check=False).returncode
     base = cwd or Path.cwd()
     results = base / settings.results
     records = read_results(str(results)) if results.exists() else []

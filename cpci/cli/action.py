@@ -8,11 +8,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from cpci.action.settings import ActionSettings
     from cpci.action.suite_mode import SuiteOutcome
     from cpci.schema import ShardPlan
+    from cpci.upload.credentials import HeldToken
 
 
 def register(sub: Any) -> None:
@@ -43,7 +42,8 @@ def _test_mode(settings: ActionSettings) -> int:
     from cpci.schema import plan_path
     from cpci.upload.unsent import unsent_path
 
-    durations = choose_durations(settings, os.environ, _read_token(settings), cwd=Path.cwd())
+    token = _credential(settings)  # before the tests: they never see what it is made from
+    durations = choose_durations(settings, os.environ, token or _anonymous, cwd=Path.cwd())
     if durations.warning:
         print(warning_line(durations), flush=True)
     print(f"cpci: shards balance by durations from {durations.source}", flush=True)
@@ -57,7 +57,7 @@ def _test_mode(settings: ActionSettings) -> int:
     # report does not wait for it forever; a broken session (usage, internal error) is not.
     empty_ok = outcome.pytest_exit in (0, 1, 5)
     wanted = bool(settings.server_url) and (bool(outcome.records) or empty_ok)
-    uploaded = _upload(settings, outcome, plan) if wanted else ""
+    uploaded = _upload(settings, outcome, plan, token) if wanted and token else ""
     report_url = uploaded or ""
     write_summary(os.environ.get("GITHUB_STEP_SUMMARY"), summary(outcome, settings, report_url))
     counts = outcome.counts()
@@ -79,10 +79,26 @@ def _test_mode(settings: ActionSettings) -> int:
     return 0
 
 
-def _read_token(settings: ActionSettings) -> Callable[[], str | None]:
-    """The credential reads send: the upload's (a token, or a freshly minted OIDC token)."""
-    source = settings.upload_settings().token_source(os.environ)
-    return lambda: source() if settings.token or settings.auth == "oidc" else None
+def _credential(settings: ActionSettings) -> HeldToken | None:
+    """The upload's credential, got now, before the tests start (None without a service): the
+    tests run without the variables an OIDC token is minted with, and a token that expires
+    before the upload is got again by this process (see `HeldToken`)."""
+    from cpci.upload.errors import CredentialsError
+
+    if not settings.server_url:
+        return None
+    held = settings.upload_settings().held_token(
+        os.environ, announce=lambda line: print(f"cpci: {line}", flush=True)
+    )
+    try:
+        held()
+    except CredentialsError as exc:
+        print(f"::warning title=cpci credentials::{exc}; the upload tries again", flush=True)
+    return held
+
+
+def _anonymous() -> None:
+    return None
 
 
 def _plan(settings: ActionSettings) -> ShardPlan | None:
@@ -97,7 +113,9 @@ def _plan(settings: ActionSettings) -> ShardPlan | None:
         return None
 
 
-def _upload(settings: ActionSettings, outcome: SuiteOutcome, plan: ShardPlan | None) -> str | None:
+def _upload(
+    settings: ActionSettings, outcome: SuiteOutcome, plan: ShardPlan | None, token: HeldToken
+) -> str | None:
     """Upload the shard; returns the run's page, "" when spooled (a service that is down never
     fails the shard), None when it is neither stored nor spooled (the step then fails: a refused
     upload is kept beside the results, and kept as an artifact with them)."""
@@ -117,6 +135,7 @@ def _upload(settings: ActionSettings, outcome: SuiteOutcome, plan: ShardPlan | N
             backoff=Backoff(),
             cwd=Path.cwd(),
             keep=Path.cwd() / unsent_path(settings.results),
+            token=token,
         )
     except UploadError as exc:
         print(f"::error title=cpci upload::{exc}", flush=True)

@@ -18,7 +18,7 @@ import httpx
 from pydantic import Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from cpci.upload.credentials import AuthMethod, bearer
+from cpci.upload.credentials import AuthMethod, HeldToken, bearer
 from cpci.upload.errors import UploadError
 from cpci.upload.spool import default_spool_dir
 
@@ -94,3 +94,10 @@ class UploadSettings(BaseSettings):
             )
 
         return token
+
+    def held_token(
+        self, environ: Mapping[str, str], *, announce: Callable[[str], None] = print
+    ) -> HeldToken:
+        """The credential got once and reused until shortly before it expires (the Action's:
+        it gets it before the tests run; see `HeldToken`)."""
+        return HeldToken(self.token_source(environ), announce=announce)

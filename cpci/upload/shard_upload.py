@@ -43,20 +43,24 @@ def upload_shard(
     """Deliver `envelope` for this job (see `Binding.for_job`) and, once the service has it, send
     the checkout's first-parent history, which is a help and never fails the upload.
 
-    A refusal no retry can fix raises `UploadRefused`, after writing the upload to `keep` (see
-    `cpci.upload.unsent`). `token` gives the bearer token (default: the settings' own source;
-    the Action passes the token it minted before the tests)."""
+    A refusal no retry can fix raises `UploadRefused`, and a credential that cannot be had a
+    `CredentialsError`, after writing the upload to `keep` (see `cpci.upload.unsent`). `token`
+    gives the bearer token (default: the settings' own source; the Action passes the one it
+    got before the tests)."""
     server = settings.require_server()
     token = token or settings.token_source(environ)
     binding = Binding.for_job(server, envelope.repository, environ)
     try:
         delivered = deliver(binding, token, envelope, spool=Spool(settings.spool), backoff=backoff)
     except UploadFailed as exc:
-        kept = keep_unsent(keep, server, envelope, exc) if keep is not None else "it is not kept"
+        kept = _keep(keep, server, envelope, exc.status, str(exc))
         raise UploadRefused(
             f"the service refused {describe(envelope)}: {exc}. Nothing was stored; {kept}",
             exc.status,
         ) from exc
+    except CredentialsError as exc:
+        kept = _keep(keep, server, envelope, 0, f"not sent: {exc}")
+        raise CredentialsError(f"{exc}. {describe(envelope)} was not sent; {kept}") from exc
     if delivered.receipt is None:
         return ShardUpload(delivered)
     try:
@@ -64,3 +68,9 @@ def upload_shard(
     except CredentialsError as exc:
         note = f"commit ancestry not recorded: {exc}"
     return ShardUpload(delivered, note)
+
+
+def _keep(keep: Path | None, server: str, envelope: RunEnvelope, status: int, answer: str) -> str:
+    if keep is None:
+        return "it is not kept"
+    return keep_unsent(keep, server, envelope, status=status, answer=answer)

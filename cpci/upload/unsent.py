@@ -1,12 +1,14 @@
 """An upload the service refused for good, kept beside the results so that nothing is lost.
 
 A refusal no retry can fix (401, 403, 409, 413, 422) is neither retried nor spooled: the spool
-waits for a service that is down, and the same body sent again gets the same answer. So the
-upload is written next to the results file (`RESULTS.unsent.json`, which the Action keeps as an
-artifact with the results) with the service's answer and a line saying which run, attempt, shard
-and leg it was. A person reads why, fixes the cause (a leg for a second environment of one
-shard, a token of the right scope, a new attempt) and sends it again with
-`cpci upload --resend FILE`, which removes the file once the service has it.
+waits for a service that is down, and the same body sent again gets the same answer. The same
+goes for an upload that could not get a credential (an OIDC token that expired while a long suite
+ran and could not be renewed). So the upload is written next to the results file
+(`RESULTS.unsent.json`, which the Action keeps as an artifact with the results) with the
+service's answer and a line saying which run, attempt, shard and leg it was. A person reads why,
+fixes the cause (a leg for a second environment of one shard, a token of the right scope, a new
+attempt) and sends it again with `cpci upload --resend FILE`, which removes the file once the
+service has it.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cpci.schema import RunEnvelope
-from cpci.upload.errors import EnvelopeError, UploadFailed
+from cpci.upload.errors import EnvelopeError
 
 #: Appended to the results file's name.
 SUFFIX = ".unsent.json"
@@ -34,8 +36,8 @@ class UnsentUpload(BaseModel):
     schema_: Literal["cpci.unsent/1"] = Field(default="cpci.unsent/1", alias="schema")
     upload: str = Field(description="which run, attempt, shard and leg, in one line")
     server: str
-    status: int = Field(description="the service's HTTP status")
-    answer: str = Field(description="what the service said, with its URL")
+    status: int = Field(description="the service's HTTP status (0: it was never sent)")
+    answer: str = Field(description="what the service said, with its URL, or why it was not sent")
     refused_at: datetime
     envelope: RunEnvelope
 
@@ -55,14 +57,15 @@ def describe(envelope: RunEnvelope) -> str:
     )
 
 
-def keep_unsent(path: Path, server: str, envelope: RunEnvelope, refusal: UploadFailed) -> str:
-    """Write the refused upload to `path` (atomically: a reader never sees half of it); returns
-    the sentence that tells the user where it is and how to send it again."""
+def keep_unsent(path: Path, server: str, envelope: RunEnvelope, *, status: int, answer: str) -> str:
+    """Write the upload to `path` (atomically: a reader never sees half of it) with the
+    service's answer (status 0: it was never sent); returns the sentence that tells the user
+    where it is and how to send it again."""
     kept = UnsentUpload(
         upload=describe(envelope),
         server=server,
-        status=refusal.status,
-        answer=str(refusal),
+        status=status,
+        answer=answer,
         refused_at=datetime.now(timezone.utc),
         envelope=envelope,
     )

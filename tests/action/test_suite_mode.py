@@ -1,13 +1,20 @@
-"""`cpci action` in test mode: the shard runs, and the job gets a summary, annotations, outputs."""
+"""`cpci action` in test mode: the shard runs, and the job gets a summary, annotations, outputs;
+the tests (pytest, each rank, their subprocesses) see none of cpci's credentials, and cpci's OIDC
+token is minted before they start and uploads through a live service that checks it."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from cpci.schema import read_results
-from tests.upload.support import Completed, action_env, run_cpci
+from tests.live_server import Request, serve_answers
+from tests.server.oidc_keys import AUDIENCE, PUSH_TO_MAIN, REPO, Keys, oidc_service
+from tests.upload.support import Completed, action_env, migrated_database, run_cpci
 
 pytest.importorskip("torch", reason="test mode runs a torchrun world")
 
@@ -66,3 +73,95 @@ def test_fail_on_never_keeps_the_job_green_but_not_a_usage_error(tmp_path: Path)
     bad = run_action(tmp_path, tests="test_suite.py", batch_size="zero")
     assert bad.returncode == 2
     assert "::error title=cpci action::bad cpci action input: batch-size" in bad.stdout
+
+
+#: The tests' own check, in the parent pytest, in each rank of a world, and in a subprocess of a
+#: rank: no input of cpci's, no OIDC request variable; the workflow's own GITHUB_TOKEN is there;
+#: and cpci's token was minted before any of them started.
+SECRETS_SUITE = """
+import json, os, subprocess, sys, urllib.request
+
+import pytest
+
+CHECK = (
+    "import os; print(sorted(n for n in os.environ if n.startswith(('CPCI_INPUT_', "
+    "'ACTIONS_ID_TOKEN_REQUEST_'))), os.environ.get('GITHUB_TOKEN'))"
+)
+
+
+def seen():
+    return subprocess.run([sys.executable, "-c", CHECK], capture_output=True, text=True).stdout
+
+
+def test_the_parent_sees_no_credential():
+    assert seen() == "[] ghs_the_workflows_own\\n"
+    assert json.load(urllib.request.urlopen(os.environ["PROBE_URL"])) == {"minted": 1}
+
+
+@pytest.mark.cpci(world_size=2)
+def test_no_rank_sees_a_credential(cpci_dist):
+    assert [n for n in os.environ if n.startswith(("CPCI_INPUT_", "ACTIONS_ID_TOKEN"))] == []
+    assert seen() == "[] ghs_the_workflows_own\\n"
+"""
+
+
+@pytest.fixture
+def oidc_job(tmp_path: Path) -> Iterator[tuple[dict[str, str], list[str]]]:
+    """A push to main with `id-token: write`: GitHub's token endpoint on loopback, minting
+    tokens a live service trusts; yields the job's variables and the endpoint's log."""
+    keys, minted = Keys(), []
+    job = {"GITHUB_REPOSITORY": REPO, "GITHUB_SHA": "d" * 40, "GITHUB_RUN_ID": "act-oidc"}
+
+    def answer(request: Request) -> tuple[int, bytes]:
+        if request.path == "/count":
+            return 200, json.dumps({"minted": len(minted)}).encode()
+        minted.append(request.headers["authorization"])
+        claims = {**PUSH_TO_MAIN, "sha": job["GITHUB_SHA"], "run_id": job["GITHUB_RUN_ID"]}
+        return 200, json.dumps({"value": keys.token(**claims)}).encode()
+
+    database = migrated_database(tmp_path)
+    with (
+        serve_answers(answer) as endpoint,
+        oidc_service(db_url=database.url, keys=keys, engine=database.engine) as service,
+    ):
+        yield (
+            {
+                **job,
+                "GITHUB_EVENT_NAME": "push",
+                "GITHUB_REF_NAME": "main",
+                "RUNNER_TEMP": str(tmp_path / "temp"),
+                "CPCI_TEST_SERVICE": service,
+                "ACTIONS_ID_TOKEN_REQUEST_URL": f"{endpoint}/idtoken?api-version=2.0",
+                "ACTIONS_ID_TOKEN_REQUEST_TOKEN": "request-secret",
+                # Set by the workflow for its tests: theirs to keep.
+                "GITHUB_TOKEN": "ghs_the_workflows_own",
+                "PROBE_URL": f"{endpoint}/count",
+            },
+            minted,
+        )
+    database.engine.dispose()
+
+
+def test_the_tests_see_no_credential_and_cpci_mints_its_token_before_them(
+    tmp_path: Path, oidc_job: tuple[dict[str, str], list[str]]
+) -> None:
+    job, minted = oidc_job
+    (tmp_path / "test_secrets.py").write_text(SECRETS_SUITE)
+    service = job.pop("CPCI_TEST_SERVICE")
+    inputs = action_env(
+        tmp_path,
+        tests="test_secrets.py",
+        server_url=service,
+        auth="oidc",
+        oidc_audience=AUDIENCE,
+        token="cpci_an_input_the_tests_must_not_see",
+        github_token="ghs_an_input_the_tests_must_not_see",
+        pytest_args="-p no:cacheprovider",
+    )
+    done = run_cpci(tmp_path, "action", env={**inputs, **job})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 passed" in done.stdout
+    assert "cpci: uploaded 2 result(s)" in done.stdout
+    assert minted == ["bearer request-secret"]  # once, before the tests; reused by the upload
+    summary = httpx.get(f"{service}/api/v1/repos/{REPO}/runs/act-oidc").json()
+    assert summary["outcomes"] == {"passed": 2}

@@ -1,5 +1,6 @@
 """One shard's upload as `cpci upload` and the Action make it, against a live service: the
-receipt, then the ancestry note; while the service is down, the spool and no ancestry call."""
+receipt, then the ancestry note; while the service is down, the spool and no ancestry call;
+without a credential, the upload kept beside the results."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
+from cpci.upload.errors import CredentialsError
 from cpci.upload.retry import Backoff
 from cpci.upload.settings import UploadSettings
 from cpci.upload.shard_upload import upload_shard
 from cpci.upload.spool import Spool
+from cpci.upload.unsent import read_unsent
 from tests.live_server import loopback_socket
 from tests.upload.support import LiveService, envelope
 
@@ -65,3 +68,29 @@ def test_an_upload_without_a_server_does_not_start(tmp_path: Path) -> None:
             backoff=NO_WAIT,
             cwd=tmp_path,
         )
+
+
+def test_an_upload_without_a_credential_is_kept_beside_the_results(tmp_path: Path) -> None:
+    """The OIDC token expired while the suite ran and a new one could not be had."""
+
+    def expired() -> str:
+        raise CredentialsError("the OIDC token got before the tests expired at 08:05:00 UTC")
+
+    keep = tmp_path / "r.jsonl.unsent.json"
+    with pytest.raises(CredentialsError) as refused:
+        upload_shard(
+            settings("http://127.0.0.1:9", "", tmp_path / "spool"),
+            envelope("shard-3"),
+            {},
+            backoff=NO_WAIT,
+            cwd=tmp_path,
+            keep=keep,
+            token=expired,
+        )
+    message = str(refused.value)
+    assert message.startswith("the OIDC token got before the tests expired at 08:05:00 UTC. ")
+    assert "run shard-3 attempt 1, shard 0/1 of acme/attn at aaaaaaaaaaaa was not sent" in message
+    assert f"`cpci upload --resend {keep}`" in message
+    kept = read_unsent(keep)
+    assert (kept.status, kept.envelope) == (0, envelope("shard-3"))
+    assert Spool(tmp_path / "spool").pending() == []
