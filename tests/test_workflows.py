@@ -1,6 +1,7 @@
 """The workflows keep fork PR code away from credentials, checked on the parsed YAML and by running
-the reusable workflow's own `plan` script; and every workflow passes GitHub's schema and
-actionlint.
+the reusable workflow's own `plan` script; a pull request's job never gets the branch-scoped
+upload token (its expressions evaluated as GitHub does, its check step run); and every workflow
+passes GitHub's schema and actionlint.
 
 A job "can run fork code" unless its `if` excludes fork PRs: such a job must hold no
 `id-token: write` and name no secret, and it runs only on the runner labels the caller named for
@@ -9,8 +10,10 @@ forks or behind the approval environment the caller named.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -227,3 +230,146 @@ def test_the_fork_results_upload_takes_only_results_from_the_artifacts(tmp_path:
         "7",
     )
     assert not (tmp_path / "pwned").exists()
+
+
+def evaluate(expression: str, context: dict[str, str]) -> str | bool:
+    """A GitHub Actions expression of the kind the token lines use (context names, string
+    literals, `==`, `!=`, `&&`, `||`, parentheses), as GitHub documents them: `&&` and `||`
+    return one of their operands (the empty string is falsy), `==` compares strings ignoring
+    case and values of other types as numbers (`false == ''`). An unknown name is a KeyError."""
+    text = expression.strip().removeprefix("${{").removesuffix("}}")
+    tokens = re.findall(r"\|\||&&|==|!=|\(|\)|'[^']*'|[A-Za-z_][\w.-]*", text)
+    assert "".join(tokens) == re.sub(r"\s+", "", text), f"cannot read {expression!r}"
+    position = 0
+
+    def take() -> str:
+        nonlocal position
+        position += 1
+        return tokens[position - 1]
+
+    def peek() -> str | None:
+        return tokens[position] if position < len(tokens) else None
+
+    def primary() -> str | bool:
+        token = take()
+        if token == "(":
+            value = either()
+            assert take() == ")"
+            return value
+        return token[1:-1] if token.startswith("'") else context[token]
+
+    def comparison() -> str | bool:
+        left = primary()
+        while peek() in ("==", "!="):
+            equal = take() == "=="
+            right = primary()
+            left = _loosely_equal(left, right) == equal
+        return left
+
+    def both() -> str | bool:
+        left = comparison()
+        while peek() == "&&":
+            take()
+            right = comparison()
+            left = right if left else left
+        return left
+
+    def either() -> str | bool:
+        left = both()
+        while peek() == "||":
+            take()
+            right = both()
+            left = left if left else right
+        return left
+
+    value = either()
+    assert peek() is None, f"{expression!r}: unread {tokens[position:]}"
+    return value
+
+
+def _loosely_equal(left: str | bool, right: str | bool) -> bool:
+    if isinstance(left, str) and isinstance(right, str):
+        return left.lower() == right.lower()
+
+    def number(value: str | bool) -> float:
+        if isinstance(value, bool):
+            return float(value)
+        try:
+            return float(value) if value.strip() else 0.0
+        except ValueError:
+            return float("nan")
+
+    return number(left) == number(right)
+
+
+SECRETS = ("cpci-branch-token", "cpci-pr-token", "cpci-token")
+EVENTS = ("push", "schedule", "workflow_dispatch", "pull_request")
+
+
+def token_contexts() -> list[dict[str, str]]:
+    """Every event with every subset of the three secrets set (to their own names)."""
+    contexts = []
+    for event in EVENTS:
+        for given in itertools.product([False, True], repeat=len(SECRETS)):
+            secrets = {
+                f"secrets.{n}": (n if on else "") for n, on in zip(SECRETS, given, strict=True)
+            }
+            contexts.append({"github.event_name": event, **secrets})
+    return contexts
+
+
+def cpci_step(job: str) -> dict[str, Any]:
+    return next(s for s in jobs(SHARDS)[job]["steps"] if s.get("uses") == "cpci-dev/cpci@v1")
+
+
+def test_a_pull_requests_job_never_gets_the_branch_token() -> None:
+    declared = load(SHARDS)[True]["workflow_call"]["secrets"]
+    assert set(declared) == set(SECRETS)
+    assert "deprecated" in declared["cpci-token"]["description"].lower()
+    assert "--scope branch" in declared["cpci-branch-token"]["description"]
+    for context in token_contexts():
+        pull = context["github.event_name"] == "pull_request"
+        wanted = "cpci-pr-token" if pull else "cpci-branch-token"
+        expected = context[f"secrets.{wanted}"] or context["secrets.cpci-token"]
+        assert evaluate(cpci_step("test")["with"]["token"], context) == expected, context
+        if pull:  # the report job runs on pull requests only
+            report = evaluate(cpci_step("report")["with"]["token"], context)
+            assert report == (context["secrets.cpci-pr-token"] or context["secrets.cpci-token"])
+
+
+@pytest.mark.parametrize(
+    ("event", "given", "says"),
+    [
+        ("pull_request", ("cpci-pr-token",), ""),
+        ("push", ("cpci-branch-token", "cpci-token"), ""),
+        (
+            "pull_request",
+            ("cpci-token",),
+            "::warning title=cpci::the cpci-token secret is deprecated",
+        ),
+        ("push", ("cpci-pr-token",), "::error title=cpci::auth is token but this push job has no"),
+        (
+            "pull_request",
+            ("cpci-branch-token",),
+            "::error title=cpci::auth is token but this "
+            "pull_request job has no cpci-pr-token secret",
+        ),
+    ],
+)
+def test_the_token_check_warns_of_the_old_name_and_stops_a_job_without_its_token(
+    tmp_path: Path, event: str, given: tuple[str, ...], says: str
+) -> None:
+    step = jobs(SHARDS)["test"]["steps"][0]
+    assert step["name"] == "Check the upload token"
+    context = {"github.event_name": event}
+    context |= {f"secrets.{n}": (n if n in given else "") for n in SECRETS}
+    env = {name: str(evaluate(value, context)).lower() for name, value in step["env"].items()}
+    done = subprocess.run(
+        ["bash", "-e", "-c", step["run"]],
+        env={"PATH": os.environ["PATH"], **env, "EVENT": event},
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == (1 if "::error" in says else 0)
+    assert says in done.stdout
+    assert bool(says) == ("::" in done.stdout)
