@@ -28,6 +28,8 @@ from tests.server.service_builders import REPO, config, envelope, record, sha
 
 REGRESSED = "a"
 FAILURE = "AssertionError: max abs err 0.9 > 1e-3"
+#: How config `a` fails on the branches here (a flake's failure, or a break's).
+BRANCH_FAILURE = "AssertionError: flaky tolerance 2e-3"
 #: The base commit every PR here is based on: main's 12th run.
 BASE_RUN = 12
 HEAD = "f" * 40
@@ -112,10 +114,15 @@ def main_history(
 
 
 def regressed_pull(
-    service: Service, number: int = 7, *, base_branch: str | None = "main", base: str = ""
+    service: Service,
+    number: int = 7,
+    *,
+    base_branch: str | None = "main",
+    base: str = "",
+    message: str = FAILURE,
 ) -> None:
-    """PR `number`: config `a` fails all three attempts at its head."""
-    results = [record(REGRESSED, "failed", attempt=k, message=FAILURE) for k in (1, 2, 3)]
+    """PR `number`: config `a` fails all three attempts at its head with `message`."""
+    results = [record(REGRESSED, "failed", attempt=k, message=message) for k in (1, 2, 3)]
     fields: dict[str, Any] = {"base_branch": base_branch} if base_branch else {}
     service.upload(
         envelope(
@@ -132,7 +139,7 @@ def regressed_pull(
 
 
 def _message(failed: bool) -> dict[str, str]:
-    return {"message": "AssertionError: flaky tolerance 2e-3"} if failed else {}
+    return {"message": BRANCH_FAILURE} if failed else {}
 
 
 def test_another_branchs_failing_run_at_the_base_commit_leaves_the_regression_new(
@@ -203,7 +210,7 @@ def test_release_branches_judge_the_pull_requests_into_them(
     main_history(service, "F" * BASE_RUN, branch="main")  # main is broken; release is not
     regressed_pull(service, base_branch="release/2.1")
     assert service.verdict(7)[0] == "new_failure"
-    regressed_pull(service, 8, base_branch="main")
+    regressed_pull(service, 8, base_branch="main", message=BRANCH_FAILURE)
     assert service.verdict(8)[0] == "broken_at_base"
     main_history(service, branch="release/2.1/hotfix")  # `*` stays within one part
     regressed_pull(service, 9, base_branch="release/2.1/hotfix")
@@ -236,7 +243,7 @@ def test_a_flaky_configs_chance_failure_at_the_base_does_not_hide_a_regression(
     service = live()
     main_history(service, FLAKY_HISTORY + "PPPPPPPPF")  # its one attempt at the base failed
     base = sha(len(FLAKY_HISTORY) + 9)
-    regressed_pull(service, base=base)
+    regressed_pull(service, base=base, message=BRANCH_FAILURE)
     verdict, reason = service.verdict(7)
     assert verdict == "new_failure", reason
     assert "its flakiness explains its failures at the base (failed 1/1 attempt" in reason
@@ -248,10 +255,21 @@ def test_a_stable_config_that_fails_at_the_base_is_broken_at_base(
 ) -> None:
     service = live()
     main_history(service, "P" * 20 + "F")
-    regressed_pull(service, base=sha(21))
+    regressed_pull(service, base=sha(21), message=BRANCH_FAILURE)
     verdict, reason = service.verdict(7)
     assert verdict == "broken_at_base", reason
     assert reason == "fails at base too"
+
+
+def test_a_head_that_fails_otherwise_than_the_broken_base_is_a_new_failure(
+    live: Callable[..., Service],
+) -> None:
+    service = live()
+    main_history(service, "P" * 17 + "FFFF")
+    regressed_pull(service, base=sha(21))
+    verdict, reason = service.verdict(7)
+    assert verdict == "new_failure", reason
+    assert f"fails at the base too, but with another error ({BRANCH_FAILURE})" in reason
 
 
 @pytest.mark.parametrize(
@@ -266,7 +284,7 @@ def test_a_flaky_config_failing_in_consecutive_base_runs_is_broken_at_base(
 ) -> None:
     service = live()
     main_history(service, FLAKY_HISTORY + "PPPPPPPP" + "F" * streak)
-    regressed_pull(service, base=sha(len(FLAKY_HISTORY) + 8 + streak))
+    regressed_pull(service, base=sha(len(FLAKY_HISTORY) + 8 + streak), message=BRANCH_FAILURE)
     verdict, reason = service.verdict(7)
     assert verdict == "broken_at_base", reason
     assert says in reason

@@ -204,8 +204,8 @@ def decide(
         why = known.reason if known is not None and known.flaky else "passed and failed at base"
         return Decision("flaky", f"known flaky: {test.text()}; {why}", evidence=test)
     reason = "passes at base, fails at head"
-    if base_state == "fail":
-        weighed = weigh_base(base_evidence, policy)
+    if base_state == "fail" and base:
+        weighed = weigh_base(failing, base, base_evidence, policy)
         if weighed.broken:
             return Decision("broken_at_base", f"fails at base too{weighed.why}", evidence=test)
         reason = f"fails at head; {weighed.why}"
@@ -218,14 +218,32 @@ def decide(
     return Decision("new_failure", reason, evidence=test)
 
 
-def weigh_base(evidence: BaseEvidence | None, policy: EvidencePolicy) -> BaseWeighed:
-    """Does the base's failure mean the base is broken? The same chance test as the head's:
-    the failing attempts of the base-branch runs it failed in a row, up to and with the base
-    run, against the config's flakiness before them. A known-flaky config that failed its one
-    attempt at the base by chance is judged as if the base passed (pytorch/pytorch#107333: a
-    flaky base job misleads); `BROKEN_STREAK` runs in a row are a breakage whatever the chance.
-    Without history to weigh it against, or for a config not known to flake, a failure at the
-    base is the base's."""
+def weigh_base(
+    failing: Sequence[ResultView],
+    base: Sequence[ResultView],
+    evidence: BaseEvidence | None,
+    policy: EvidencePolicy,
+) -> BaseWeighed:
+    """Does the base's failure explain the head's `failing` results, as a broken base would?
+
+    Not when the head fails another way: a broken base fails the head as it fails itself, so
+    when every error at the base and at the head has a signature and no signature is shared,
+    the head's failure is its own (Dr. CI matches a failure with the base's the same way).
+    Otherwise the same chance test as the head's: the failing attempts of the base-branch runs
+    it failed in a row, up to and with the base run, against the config's flakiness before
+    them. A known-flaky config that failed its one attempt at the base by chance is judged as
+    if the base passed (pytorch/pytorch#107333: a flaky base job misleads); `BROKEN_STREAK`
+    runs in a row are a breakage whatever the chance. Without history to weigh it against, or
+    for a config not known to flake, a failure at the base is the base's."""
+    at_base = [r for r in base if r.outcome in FAILING_OUTCOMES - NOT_RUN_OUTCOMES]
+    base_errors, head_errors = _signatures(at_base), _signatures(failing)
+    if base_errors and head_errors and not base_errors & head_errors:
+        shown = first_message(at_base) or "another error"
+        return BaseWeighed(
+            False,
+            f"it fails at the base too, but with another error ({_clip(shown, 200)}), so the "
+            "base does not explain it",
+        )
     if evidence is None:
         return BaseWeighed(True, "")
     before = evidence.streak - 1
@@ -244,6 +262,15 @@ def weigh_base(evidence: BaseEvidence | None, policy: EvidencePolicy) -> BaseWei
         f"its flakiness explains its failures {where} ({test.text()}), so the head is judged "
         "as if the base passed",
     )
+
+
+def _signatures(results: Sequence[ResultView]) -> set[str] | None:
+    """The error signatures of failing results; None when one of them has no error text
+    (nothing to tell two failures apart by)."""
+    texts = [culprit_of(r) for r in results]
+    if not texts or not all(t.strip() for t in texts):
+        return None
+    return {signature(t) for t in texts}
 
 
 def _order_dependent_against_base(
