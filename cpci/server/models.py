@@ -131,13 +131,21 @@ class RunBase(SQLModel):
 
 class Run(RunBase, table=True):
     __table_args__ = (
-        UniqueConstraint("repository_id", "ci_run_id", "ci_attempt"),
+        UniqueConstraint("repository_id", "ci_run_id", "ci_attempt", "scope"),
         Index("ix_run_repo_commit", "repository_id", "commit"),
         Index("ix_run_repo_pull", "repository_id", "pull_request"),
         Index("ix_run_repo_branch", "repository_id", "branch", "id"),
     )
     id: int | None = Field(default=None, primary_key=True)
     repository_id: int = Field(foreign_key="repository.id")
+    scope: str = Field(
+        default="branch",
+        max_length=10,
+        description="branch (no pull_request) or pr: the scope a credential needs to write it. "
+        "A CI run id belongs to the scope that wrote it: a PR upload may never add to a branch "
+        "run's id (403), and a branch run whose id a PR took first is stored beside it, in its "
+        "own scope, and is the one readers show",
+    )
     created_at: datetime = _when(default_factory=utcnow)
     # Who uploaded the run's first shard (every shard is checked against the same rules).
     upload_via: str | None = Field(default=None, max_length=10, description="token or oidc")

@@ -146,3 +146,56 @@ def test_0006_gives_old_shards_no_plan_hash_and_goes_down_keeping_them(
             assert conn.execute(text("SELECT id FROM shard")).scalars().all() == [1]
     finally:
         engine.dispose()
+
+
+@pytest.mark.parametrize("kind", ENGINES)
+def test_0008_scopes_runs_by_their_pull_request_and_goes_down_keeping_the_branch_run(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """Old runs get the scope their pull request says; a PR run sharing a branch run's id and
+    attempt fits after, and going down drops it (with its shard and results), not the branch's."""
+    engine = create_db_engine(fresh_database(kind, request, tmp_path, migrated=False))
+    try:
+        migrate.upgrade(engine, "0002")
+        with engine.begin() as conn:
+            for statement in OLD_ROWS:
+                conn.execute(text(statement))
+            conn.execute(
+                text(
+                    'INSERT INTO run (id, ci_run_id, ci_attempt, "commit", pull_request, '
+                    "shard_total, repository_id, created_at) "
+                    "VALUES (2, '8', 1, 'abcdef1', 3, 1, 1, '2026-12-01')"
+                )
+            )
+        migrate.upgrade(engine)
+        with engine.begin() as conn:
+            scopes = conn.execute(text("SELECT id, scope FROM run ORDER BY id")).all()
+            assert [tuple(row) for row in scopes] == [(1, "branch"), (2, "pr")]
+            conn.execute(
+                text(
+                    'INSERT INTO run (id, ci_run_id, ci_attempt, "commit", pull_request, scope, '
+                    "shard_total, repository_id, created_at, fork) "
+                    "VALUES (3, '7', 1, 'abcdef2', 3, 'pr', 1, 1, '2026-12-01', false)"
+                )
+            )
+            conn.execute(
+                text(
+                    "INSERT INTO shard (id, run_id, leg, shard_index, body_sha256, "
+                    "environment_id, result_count, uploaded_at) "
+                    "VALUES (3, 3, '', 0, 'g', 1, 1, '2026-12-01')"
+                )
+            )
+            conn.execute(
+                text(
+                    "INSERT INTO result (id, run_id, shard_id, config_id, environment_id, "
+                    "outcome, duration_s, attempt, flaky) "
+                    "VALUES (3, 3, 3, 1, 1, 'failed', 1.0, 1, false)"
+                )
+            )
+        migrate.downgrade(engine, "0007")
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT id FROM run ORDER BY id")).scalars().all() == [1, 2]
+            assert conn.execute(text("SELECT id FROM shard")).scalars().all() == [1]
+            assert conn.execute(text("SELECT id FROM result")).scalars().all() == [1]
+    finally:
+        engine.dispose()

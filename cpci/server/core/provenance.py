@@ -211,6 +211,12 @@ def check_ancestry(credential: Credential, branch: str | None) -> str:
     return claimed
 
 
+def run_scope(pull_request: int | None) -> TokenScope:
+    """The scope a credential needs to write a run: `pr` for a pull request's run, else
+    `branch`. A CI run id belongs to the scope that wrote it (`crud.ingest`)."""
+    return "branch" if pull_request is None else "pr"
+
+
 def check_repository_id(*, name: str, bound: int | None, claimed: str | None) -> int | None:
     """The GitHub id to bind `name` to (None: nothing to bind); Forbidden on a mismatch.
 

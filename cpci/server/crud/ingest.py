@@ -3,7 +3,13 @@
 Idempotent by design: the shard's identity is (repository, CI run id, attempt, matrix leg, shard
 index) and
 its body is remembered by hash, so a retried upload stores nothing twice and a *different* body
-for the same shard is refused with the conflict named. Rows go in with driver-level bulk
+for the same shard is refused with the conflict named.
+
+A CI run id belongs to the scope that wrote it (`run_scope`: branch, or a pull request's): a PR
+upload may never add attempts or shards to a branch run's id (403), and a branch run's upload
+always lands, beside a PR run that took its id first, never refused for it (readers then show
+the branch run, `crud.runs.merge_runs`). So a PR credential can neither squat main's run id nor
+put its results under main's provenance. Rows go in with driver-level bulk
 statements (COPY on PostgreSQL, executemany on SQLite), not one ORM object per result, and the
 configs are looked up in one query: a shard can hold thousands of results.
 """
@@ -18,8 +24,8 @@ from typing import Any
 from sqlmodel import Session, select
 
 from cpci.schema import RunEnvelope, UploadStatus
-from cpci.server.core.errors import Conflict
-from cpci.server.core.provenance import Provenance
+from cpci.server.core.errors import Conflict, Forbidden
+from cpci.server.core.provenance import Provenance, run_scope
 from cpci.server.core.quotas import UploadRate, check_upload_rate
 from cpci.server.crud.common import bulk_insert, fetch_rows, insert_missing, json_text, one_of
 from cpci.server.crud.quotas import nth_latest_upload
@@ -149,6 +155,9 @@ def _ensure_run(
 ) -> Run:
     values: dict[str, Any] = {f: getattr(envelope, f) for f in RUN_FIELDS}
     values["legs"] = sorted(set(envelope.legs)) or None
+    scope = run_scope(envelope.pull_request)
+    if scope == "pr":
+        _refuse_adding_to_a_branch_run(session=session, repo_id=repo_id, envelope=envelope)
     insert_missing(
         session=session,
         model=Run,
@@ -157,6 +166,7 @@ def _ensure_run(
                 "repository_id": repo_id,
                 "ci_run_id": envelope.ci_run_id,
                 "ci_attempt": envelope.ci_attempt,
+                "scope": scope,
                 "created_at": utcnow(),
                 "upload_via": provenance.via,
                 "uploaded_by": provenance.uploaded_by[:500],
@@ -167,13 +177,14 @@ def _ensure_run(
                 **values,
             }
         ],
-        keys=["repository_id", "ci_run_id", "ci_attempt"],
+        keys=["repository_id", "ci_run_id", "ci_attempt", "scope"],
     )
     run = session.exec(
         select(Run).where(
             Run.repository_id == repo_id,
             Run.ci_run_id == envelope.ci_run_id,
             Run.ci_attempt == envelope.ci_attempt,
+            Run.scope == scope,
         )
     ).one()
     clashes = [
@@ -188,6 +199,29 @@ def _ensure_run(
             "carry the same run fields"
         )
     return run
+
+
+def _refuse_adding_to_a_branch_run(
+    *, session: Session, repo_id: int, envelope: RunEnvelope
+) -> None:
+    """Forbidden when a branch run holds the CI run id this pull request's upload names."""
+    branch_run = session.exec(
+        select(Run).where(
+            Run.repository_id == repo_id,
+            Run.ci_run_id == envelope.ci_run_id,
+            Run.scope == "branch",
+        )
+    ).first()
+    if branch_run is None:
+        return
+    raise Forbidden(
+        f"run {envelope.ci_run_id} of {envelope.repository} is a branch run (branch "
+        f"{branch_run.branch!r} at {branch_run.commit[:12]}, uploaded by "
+        f"{branch_run.uploaded_by}): an upload of pull request #{envelope.pull_request} may not "
+        "add attempts or shards to it, so it is refused; upload the PR's run under its own CI "
+        "run id (GITHUB_RUN_ID of its pull_request workflow, which `cpci upload` takes unless "
+        "--ci-run-id says otherwise)"
+    )
 
 
 def _ensure_configs(

@@ -4,6 +4,10 @@
 shard's results come from the latest attempt that uploaded it, and the run is complete once every
 shard index has been uploaded by some attempt on every matrix leg seen (a reusable workflow that
 runs the suite on H100 and on A100 uploads shard 0 twice: once per leg, two shards).
+
+A CI run id may name two runs, a branch run and a pull request's run that took the id first
+(`crud.ingest`: the PR's upload cannot keep the branch's from landing); readers show the branch
+run, so a PR credential can never put its results on a branch run's page.
 """
 
 from __future__ import annotations
@@ -77,10 +81,13 @@ class MergedRun:
 
 
 def merge_runs(*, session: Session, runs: Iterable[Run]) -> list[MergedRun]:
-    """Group attempts by CI run id (newest run first) and pick each shard's latest upload."""
+    """Group attempts by CI run id (newest run first) and pick each shard's latest upload; of a
+    CI run id with a branch run, only the branch run's attempts."""
     by_ci: dict[str, list[Run]] = defaultdict(list)
     for run in sorted(runs, key=lambda r: (r.ci_run_id, r.ci_attempt)):
         by_ci[run.ci_run_id].append(run)
+    for ci_run_id, group in by_ci.items():
+        by_ci[ci_run_id] = [r for r in group if r.scope == "branch"] or group
     ids = [r.id for group in by_ci.values() for r in group]
     shards: dict[int | None, list[Shard]] = defaultdict(list)
     for chunk in chunks(ids):

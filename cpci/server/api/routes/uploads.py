@@ -43,7 +43,8 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"description": "missing or invalid credentials"},
     403: {
         "description": "the credentials are for another repository, or may not claim this "
-        "branch / pull request, CI run or commit (the rule is named)"
+        "branch / pull request, CI run or commit, or a pull request's upload names a branch "
+        "run's CI run id (the rule is named)"
     },
     409: {"description": "this shard was already uploaded with a different body"},
     413: {
@@ -171,10 +172,13 @@ def warm(
 def _receipt(
     session: Session, envelope: RunEnvelope, done: Ingested, links: Links
 ) -> UploadReceipt:
+    """What was stored: the progress of the run written to (every attempt in its scope)."""
+    stored = session.get_one(Run, done.run_id)
     runs = session.exec(
         select(Run).where(
-            Run.repository_id == session.get_one(Run, done.run_id).repository_id,
+            Run.repository_id == stored.repository_id,
             Run.ci_run_id == envelope.ci_run_id,
+            Run.scope == stored.scope,
         )
     ).all()
     merged = merge_runs(session=session, runs=runs)[0]
