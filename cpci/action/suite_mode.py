@@ -182,7 +182,7 @@ def summary(outcome: SuiteOutcome, settings: ActionSettings, report_url: str | N
             message = record.rank_errors[0].message if record.rank_errors else ""
             label = "flaky" if record.flaky else record.outcome
             lines.append(
-                f"| {markdown.code(record.nodeid, 200)} | {record.world_size} | {label} "
+                f"| {markdown.table_code(record.nodeid, 200)} | {record.world_size} | {label} "
                 f"| {markdown.text(message, 200)} |"
             )
         lines.append("")

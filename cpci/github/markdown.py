@@ -5,7 +5,7 @@ Test ids and messages come from the code under test, i.e. from whoever opened th
 or `![](https://tracker)` injects links and images, and a stray ``` swallows the rest of the
 comment. So untrusted text only ever appears as a code span or a fenced block (whose fence is
 longer than any backtick run inside), or as plain text with every Markdown and HTML special
-character neutralised and mentions broken.
+character neutralised and mentions broken; in a table cell a `|` is escaped too (`table_code`).
 """
 
 from __future__ import annotations
@@ -46,6 +46,13 @@ def code(value: str, limit: int = 300) -> str:
     fence = "`" * (longest + 1)
     pad = " " if flat.startswith("`") or flat.endswith("`") or not flat.strip() else ""
     return f"{fence}{pad}{flat}{pad}{fence}"
+
+
+def table_code(value: str, limit: int = 300) -> str:
+    """`code` for a cell of a GFM table: a `|` inside would end the cell, even in a code span,
+    so it is escaped as `\\|`, which the table keeps in the cell and the span shows as `|`.
+    (`text` escapes `|` already, so its output goes into a cell as it is.)"""
+    return code(value, limit).replace("|", "\\|")
 
 
 def fenced(value: str, language: str = "", limit: int = 4_000) -> str:

@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from cpci.schema import read_results
+from tests.github.gfm import rendered_cells
 from tests.live_server import Request, serve_answers
 from tests.server.oidc_keys import AUDIENCE, PUSH_TO_MAIN, REPO, Keys, oidc_service
 from tests.upload.support import Completed, action_env, migrated_database, run_cpci
@@ -56,6 +57,33 @@ def test_test_mode_reports_the_shard(tmp_path: Path) -> None:
     assert "total<<CPCI_EOF\n2\nCPCI_EOF" in outputs
     assert "failed<<CPCI_EOF\n1\nCPCI_EOF" in outputs
     assert (tmp_path / "cpci-results.jsonl.junit.xml").exists()
+
+
+PIPES_SUITE = """
+import pytest
+
+@pytest.mark.cpci(world_size=2)
+@pytest.mark.parametrize("case", ["a|b", "x`|`y"])
+def test_case(case, cpci_dist):
+    assert case == "", f"left | right `tick` {case}"
+"""
+
+
+def test_a_pipe_in_a_test_id_keeps_the_summary_table_whole(tmp_path: Path) -> None:
+    """Read back with a CommonMark parser with GFM tables, each failing config is one row whose
+    cells hold its test id and its message as written."""
+    (tmp_path / "test_pipes.py").write_text(PIPES_SUITE)
+    done = run_action(
+        tmp_path, tests="test_pipes.py", reruns="0", pytest_args="-p no:cacheprovider"
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    summary = (tmp_path / "summary.md").read_text()
+    table = summary[summary.index("| config |") :]
+    rows = rendered_cells(table)
+    ids = ["test_pipes.py::test_case[a|b]", "test_pipes.py::test_case[x`|`y]"]
+    assert [row[0][0].strip() for row in rows] == ids
+    for row, case in zip(rows, ["a|b", "x`|`y"], strict=True):
+        assert row[3][1] == f"AssertionError: left | right `tick` {case}"
 
 
 def test_fail_on_never_keeps_the_job_green_but_not_a_usage_error(tmp_path: Path) -> None:
