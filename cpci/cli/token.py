@@ -6,6 +6,7 @@ import argparse
 import json
 import re
 import sys
+from pathlib import Path
 from typing import Any
 
 from cpci.cli.db import add_database_option, settings_from
@@ -41,12 +42,32 @@ def run(args: argparse.Namespace) -> int:
     from sqlmodel import Session
 
     from cpci.server.core.db import create_db_engine
-    from cpci.server.core.migrate import require_current
+    from cpci.server.core.migrate import current_revision, require_current, upgrade
     from cpci.server.crud import tokens
 
+    if args.action == "create" and not REPOSITORY.fullmatch(args.target or ""):
+        print(f"cpci token create needs OWNER/REPO, got {args.target or ''!r}", file=sys.stderr)
+        return 2
     settings = settings_from(args)
-    engine = create_db_engine(settings.database_url)
+    url = settings.database_url
+    file = sqlite_file(url)
+    new_file = file is not None and not file.exists()
+    if new_file and args.action != "create":
+        print(
+            f"cpci token: there is no database at {file}: `cpci token create` or "
+            "`cpci db upgrade` makes one (check --database-url / CPCI_DATABASE_URL)",
+            file=sys.stderr,
+        )
+        return 1
+    engine = create_db_engine(url)
     try:
+        if args.action == "create" and current_revision(engine) is None:
+            upgrade(engine)
+            print(
+                f"cpci token: the database {engine.url.render_as_string(hide_password=True)} "
+                "was empty: applied its migrations first (as `cpci db upgrade` does)",
+                file=sys.stderr,
+            )
         require_current(engine)
         with Session(engine) as session:
             if args.action == "create":
@@ -64,18 +85,37 @@ def run(args: argparse.Namespace) -> int:
             session.commit()
             print(f"token {args.target} {'revoked' if revoked else 'not found or already revoked'}")
             return 0 if revoked else 1
-    except RuntimeError as exc:
+    except Exception as exc:
+        if new_file and file is not None:  # never leave an empty database behind a failure
+            engine.dispose()
+            for suffix in ("", *SQLITE_SIDECARS):
+                file.with_name(file.name + suffix).unlink(missing_ok=True)
+        if not isinstance(exc, RuntimeError):
+            raise
         print(f"cpci token: {exc}", file=sys.stderr)
         return 1
     finally:
         engine.dispose()
 
 
+#: The files SQLite keeps beside a database in WAL mode.
+SQLITE_SIDECARS = ("-wal", "-shm", "-journal")
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file of a sqlite:///PATH URL (None: another engine, or an in-memory database)."""
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or not parsed.database:
+        return None
+    if parsed.database == ":memory:":
+        return None
+    return Path(parsed.database)
+
+
 def _create(session: Any, args: argparse.Namespace, tokens: Any) -> int:
-    repository = args.target or ""
-    if not REPOSITORY.fullmatch(repository):
-        print(f"cpci token create needs OWNER/REPO, got {repository!r}", file=sys.stderr)
-        return 2
+    repository = args.target
     created = tokens.create_token(
         session=session, repository=repository, name=args.name, scope=args.scope
     )
