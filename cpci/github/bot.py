@@ -8,13 +8,14 @@ database; tests pass dicts).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from cpci import urls
+from cpci.github.acks import pull_acknowledgements
 from cpci.github.client import GitHubClient
 from cpci.github.comment import CommentOptions, render
-from cpci.github.consistency import ConsistencyResult, acknowledgements, evaluate
+from cpci.github.consistency import ConsistencyResult, evaluate
 from cpci.github.gate import FailOn
 from cpci.github.models import PullRequest
 from cpci.github.publish import CommentMode, check_run_fields, publish_check, upsert_comment
@@ -47,15 +48,16 @@ class PullState:
 
 
 def check_consistency(
-    client: GitHubClient, repo: str, pull: PullRequest, rules_path: str
+    client: GitHubClient,
+    repo: str,
+    pull: PullRequest,
+    rules_path: str,
+    labelled_by: Mapping[str, str] | None = None,
 ) -> ConsistencyResult:
+    """The rules at the PR's base against its files, with the acks that count (`labelled_by`:
+    who added a label, from the `labeled` delivery at hand; see `cpci.github.acks`)."""
     text = client.get_file_text(repo, rules_path, pull.base_sha)
-    approvals = [
-        review.body
-        for review in client.list_pull_reviews(repo, pull.number)
-        if review.approves_for_maintainers(pull.author)
-    ]
-    acked = acknowledgements(pull.labels, pull.body, approvals)
+    acked = pull_acknowledgements(client, repo, pull, labelled_by=labelled_by)
     try:
         rules = parse_rules(text, rules_path) if text else []
     except RulesError as exc:
@@ -72,12 +74,14 @@ def refresh(
     load_report: ReportLoader,
     previous: PullState | None,
     recheck_files: bool = True,
+    labelled_by: Mapping[str, str] | None = None,
 ) -> PullState:
-    """Bring the PR's comment and check run up to date; returns what to remember."""
+    """Bring the PR's comment and check run up to date; returns what to remember.
+    `labelled_by`: who added which label, from the `labeled` delivery being handled."""
     pull = client.get_pull(repo, number)
     same_head = previous is not None and previous.head_sha == pull.head_sha
     if recheck_files or not same_head or previous is None or previous.consistency is None:
-        consistency = check_consistency(client, repo, pull, settings.rules_path)
+        consistency = check_consistency(client, repo, pull, settings.rules_path, labelled_by)
     else:
         consistency = previous.consistency
     report = load_report(repo, number)

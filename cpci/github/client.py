@@ -11,13 +11,14 @@ import re
 from collections.abc import Iterator, Mapping
 from types import TracebackType
 from typing import Any, Literal
+from urllib.parse import quote
 
 import httpx
 
 from cpci import __version__
 from cpci.github.auth import Auth
 from cpci.github.errors import GitHubError, NotFound, PermissionDenied, Unreachable, error_for
-from cpci.github.models import ChangedFile, CheckRun, Comment, PullRequest, Review
+from cpci.github.models import ChangedFile, CheckRun, Comment, IssueEvent, PullRequest, Review
 from cpci.github.retry import Clock, RetryPolicy, primary_reset_wait
 
 API_URL = "https://api.github.com"
@@ -201,6 +202,26 @@ class GitHubClient:
         url = f"/repos/{_repo(repo)}/pulls/{number}/reviews"
         action = f"listing the reviews of {repo}#{number}"
         return [Review.from_api(item) for item in self.paginate(url, action=action)]
+
+    def list_issue_events(self, repo: str, number: int) -> list[IssueEvent]:
+        """The issue's (or PR's) events, oldest first: who added and removed which label."""
+        url = f"/repos/{_repo(repo)}/issues/{number}/events"
+        action = f"listing the events of {repo}#{number}"
+        return [IssueEvent.from_api(item) for item in self.paginate(url, action=action)]
+
+    def permission(self, repo: str, login: str) -> str:
+        """`login`'s permission on the repository: `admin`, `write`, `read` or `none` (GitHub's
+        legacy levels: `maintain` reads as `write`, `triage` as `read`); `none` for a login
+        GitHub does not know."""
+        try:
+            response = self.request(
+                "GET",
+                f"/repos/{_repo(repo)}/collaborators/{quote(login, safe='')}/permission",
+                action=f"reading {login}'s permission on {repo}",
+            )
+        except NotFound:
+            return "none"
+        return str(response.json()["permission"])
 
     def get_file_text(self, repo: str, path: str, ref: str) -> str | None:
         """A file's text at `ref`, or None where it does not exist (e.g. no rules file)."""

@@ -3,17 +3,18 @@
 The same evaluation serves the service (files from GitHub's PR file list) and `cpci consistency`
 (files from `git diff` on a checkout). A renamed file counts under its old and its new name, so
 moving one file of a pair is noticed. An acknowledgement turns a finding into a note that neither
-warns nor fails: the label `cpci-ack:RULE`, or a `cpci-ack: RULE` line in an approving review by
-a maintainer, acknowledges any rule (labels need triage rights on the repository, so either is a
-maintainer's word), while a line `cpci-ack: RULE` in the PR body (which the
-author writes) acknowledges only `severity: warn` rules: an author cannot waive a `fail` rule.
+warns nor fails: the label `cpci-ack:RULE`, or a `cpci-ack: RULE` line in an approving review,
+acknowledges any rule when it comes from someone who may write to the repository (which labels
+and reviews count is `cpci.github.acks`' to say), while a line `cpci-ack: RULE` in the PR body
+(which the author writes) acknowledges only `severity: warn` rules: an author cannot waive a
+`fail` rule. An acknowledgement that did not count is said in the finding, with why.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Literal
 
 from pydantic import BaseModel
@@ -67,10 +68,12 @@ def changed_names(files: Iterable[ChangedFile]) -> set[str]:
 @dataclass(frozen=True)
 class Acknowledgements:
     """Rule names acknowledged, by whom: `maintainer` (labels, `--ack`) waives any rule,
-    `author` (body lines) only `warn` rules."""
+    `author` (body lines) only `warn` rules; `unvouched` says, per rule, why an ack of it by
+    someone who may not write to the repository did not count."""
 
     maintainer: frozenset[str] = frozenset()
     author: frozenset[str] = frozenset()
+    unvouched: Mapping[str, str] = field(default_factory=dict)
 
     def covers(self, rule: Rule) -> bool:
         return rule.name in self.maintainer or (
@@ -82,19 +85,29 @@ class Acknowledgements:
         return rule.severity == "fail" and rule.name in self.author and not self.covers(rule)
 
 
+def ack_label_rule(label: str) -> str | None:
+    """The rule a `cpci-ack:RULE` label acknowledges (None: not an ack label)."""
+    return label[len(ACK_LABEL_PREFIX) :].strip() if label.startswith(ACK_LABEL_PREFIX) else None
+
+
+def acked_rules(text: str) -> set[str]:
+    """The rules named by `cpci-ack: RULE` lines of a text (a PR body, a review)."""
+    return set(_ACK_LINE.findall(text or ""))
+
+
 def acknowledgements(
-    labels: Iterable[str], body: str, approvals: Iterable[str] = ()
+    labels: Iterable[str],
+    body: str,
+    approvals: Iterable[str] = (),
+    unvouched: Mapping[str, str] | None = None,
 ) -> Acknowledgements:
     """Rule names acknowledged by a `cpci-ack:RULE` label or a `cpci-ack: RULE` line, in the PR
-    body (the author's) or in the text of maintainers' approving reviews (`approvals`)."""
-    acked = {
-        label[len(ACK_LABEL_PREFIX) :].strip()
-        for label in labels
-        if label.startswith(ACK_LABEL_PREFIX)
-    }
+    body (the author's) or in the text of maintainers' approving reviews (`approvals`);
+    `unvouched`: why other acks did not count, per rule."""
+    acked = {rule for rule in map(ack_label_rule, labels) if rule is not None}
     for text in approvals:
-        acked |= set(_ACK_LINE.findall(text))
-    return Acknowledgements(frozenset(acked), frozenset(_ACK_LINE.findall(body or "")))
+        acked |= acked_rules(text)
+    return Acknowledgements(frozenset(acked), frozenset(acked_rules(body)), dict(unvouched or {}))
 
 
 def evaluate(
@@ -110,6 +123,8 @@ def evaluate(
             continue
         is_acked = acks.covers(rule)
         message = rule.message or f"these paths change together: {', '.join(rule.paths)}"
+        if not is_acked and rule.name in acks.unvouched:
+            message += f" ({acks.unvouched[rule.name]})"
         if acks.refused(rule):
             message += (
                 f" (a `cpci-ack: {rule.name}` line in the PR description cannot waive a "

@@ -69,24 +69,26 @@ class PullRequest(_Model):
         )
 
 
-#: Reviewers whose approval speaks for the repository (GitHub's `author_association`).
-MAINTAINERS = frozenset({"OWNER", "MEMBER", "COLLABORATOR"})
+#: The permission levels (GitHub's `permission`, from repos/get-collaborator-permission-level)
+#: whose holders may write to the repository, and so may acknowledge a rule. `maintain` reads as
+#: `write` there and `triage` as `read`: adding a label needs only triage, and the
+#: `author_association` MEMBER says nothing about this repository.
+WRITE_PERMISSIONS = frozenset({"admin", "write"})
 
 
 class Review(_Model):
-    """A PR review: only its state, text and who wrote it, in what role."""
+    """A PR review: only its state, text and who wrote it."""
 
     id: int
     state: str  # APPROVED, CHANGES_REQUESTED, COMMENTED, DISMISSED, PENDING
     body: str
     user_login: str | None
-    author_association: str
 
-    def approves_for_maintainers(self, pull_author: str | None) -> bool:
-        """An approval by someone with write access to the repository, not the PR's author."""
+    def approves(self, pull_author: str | None) -> bool:
+        """An approval by someone other than the PR's author (whether they may write to the
+        repository is asked of GitHub: see `cpci.github.acks`)."""
         return (
             self.state == "APPROVED"
-            and self.author_association in MAINTAINERS
             and self.user_login is not None
             and self.user_login != pull_author
         )
@@ -98,7 +100,23 @@ class Review(_Model):
             state=data["state"],
             body=data.get("body") or "",
             user_login=_login(data.get("user")),
-            author_association=data.get("author_association") or "NONE",
+        )
+
+
+class IssueEvent(_Model):
+    """One event of an issue's (or PR's) history; only what a `labeled` one says is kept."""
+
+    event: str
+    actor_login: str | None
+    label: str | None
+
+    @classmethod
+    def from_api(cls, data: dict[str, Any]) -> IssueEvent:
+        label = data.get("label")
+        return cls(
+            event=data["event"],
+            actor_login=_login(data.get("actor")),
+            label=str(label["name"]) if isinstance(label, dict) and "name" in label else None,
         )
 
 

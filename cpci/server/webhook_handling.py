@@ -2,7 +2,8 @@
 
 Runs on the webhook worker's thread, never on a request thread. `pull_request` and
 `pull_request_review` events re-check file consistency (and so the acknowledgements: labels, body
-edits, approving reviews) and refresh the comment and check run; `workflow_run` completed
+edits, approving reviews; a `labeled` delivery's sender is one who added the label, see
+`cpci.github.acks`) and refresh the comment and check run; `workflow_run` completed
 refreshes them with the final verdict. The outcome says whether trying again later could help
 (GitHub down or rate limited) or not (a payload without its fields, a token that may not
 comment).
@@ -18,6 +19,7 @@ import httpx
 from sqlalchemy import Engine
 from sqlmodel import Session, select
 
+from cpci.github.acks import label_senders
 from cpci.github.auth import auth_from
 from cpci.github.bot import BotSettings, refresh
 from cpci.github.client import GitHubClient
@@ -100,7 +102,7 @@ def handle_delivery(context: DeliveryContext, delivery: QueuedDelivery) -> Outco
         numbers = _pull_requests(context.engine, event, payload, repo)
         with _client(context, payload) as client:
             for number in numbers:
-                _refresh_one(context, client, repo, number, event)
+                _refresh_one(context, client, repo, number, event, label_senders(event, payload))
     except TRANSIENT as exc:
         log.warning(
             "webhook delivery %s (%s) will be retried: %s", delivery.delivery_id, event, exc
@@ -160,7 +162,12 @@ def _client(context: DeliveryContext, payload: dict[str, Any]) -> GitHubClient:
 
 
 def _refresh_one(
-    context: DeliveryContext, client: GitHubClient, repo: str, number: int, event: str
+    context: DeliveryContext,
+    client: GitHubClient,
+    repo: str,
+    number: int,
+    event: str,
+    labelled_by: dict[str, str],
 ) -> None:
     engine, settings = context.engine, context.settings
 
@@ -198,6 +205,7 @@ def _refresh_one(
         load_report=load_report,
         previous=previous,
         recheck_files=event in RECHECKS,
+        labelled_by=labelled_by,
     )
     with Session(engine) as session:
         state.save_pull_state(session=session, repository=repo, number=number, state=new)

@@ -5,7 +5,10 @@
 validated against shared/reference/github-rest-subset.json before it is answered and every
 answer after; bodies start from the contract's own examples. Five routes are outside that subset
 (an installation token, a file's contents, a PR's reviews, `GET /app`, `GET /user`) and are
-checked by hand, as GitHub documents them.
+checked by hand, as GitHub documents them. Who added a label is an issue event
+(issues/list-events) and who may write a permission level
+(repos/get-collaborator-permission-level): a login the fake was not told about has `read`, as
+anyone has on a public repository.
 """
 
 from __future__ import annotations
@@ -62,6 +65,8 @@ class FakeGitHub:
         self.statuses: list[dict[str, Any]] = []
         self.contents: dict[tuple[str, str, str], str] = {}  # (repo, path, ref) -> text
         self.reviews: dict[tuple[str, int], list[dict[str, Any]]] = {}
+        self.events: dict[tuple[str, int], list[dict[str, Any]]] = {}
+        self.permissions: dict[tuple[str, str], str] = {}  # (repo, login) -> admin/write/...
         self.faults: list[Fault] = []
         self.calls: list[tuple[str, str]] = []
         self.rate_limit_reset: int | None = None  # answer with a spent primary limit
@@ -126,6 +131,35 @@ class FakeGitHub:
             "submitted_at": NOW,
         }
         self.reviews.setdefault((repo, number), []).append(review)
+
+    def label(self, repo: str, number: int, name: str, *, by: str) -> dict[str, Any]:
+        """`by` adds the label `name` to the PR: on the PR, and as a `labeled` event; returns
+        the label as a webhook carries it."""
+        pull = self.pulls[(repo, number)]
+        template = copy.deepcopy(
+            contract._spec()["components"]["examples"]["pull-request"]["value"]["labels"][0]
+        )
+        label = {**template, "name": name}
+        pull["labels"] = [*(x for x in pull["labels"] if x["name"] != name), label]
+        self._event(repo, number, "labeled", by, {"name": name, "color": label["color"]})
+        return label
+
+    def unlabel(self, repo: str, number: int, name: str, *, by: str) -> None:
+        pull = self.pulls[(repo, number)]
+        pull["labels"] = [x for x in pull["labels"] if x["name"] != name]
+        self._event(repo, number, "unlabeled", by, {"name": name, "color": "ededed"})
+
+    def _event(self, repo: str, number: int, kind: str, actor: str, label: dict[str, str]) -> None:
+        event = copy.deepcopy(
+            contract._spec()["components"]["examples"]["issue-event-for-issue-items"]["value"][0]
+        )
+        event.update(id=next(self._ids), event=kind, label=label, created_at=NOW)
+        event["actor"] = {**event["actor"], "login": actor}
+        self.events.setdefault((repo, number), []).append(event)
+
+    def grant(self, repo: str, login: str, permission: str) -> None:
+        """`login`'s permission on `repo`: admin, write, read or none."""
+        self.permissions[(repo, login)] = permission
 
     def fail(self, method: str, path: str, status: int, **kwargs: Any) -> None:
         self.faults.append(Fault(method, path, status, **kwargs))
@@ -310,6 +344,20 @@ def _list_reviews(fake: FakeGitHub, request: httpx.Request, p: dict[str, str]) -
     return fake.page(request, fake.reviews.get((f"{p['owner']}/{p['repo']}", int(p["n"])), []))
 
 
+def _list_events(fake: FakeGitHub, request: httpx.Request, p: dict[str, str]) -> httpx.Response:
+    return fake.page(request, fake.events.get((f"{p['owner']}/{p['repo']}", int(p["n"])), []))
+
+
+def _permission(fake: FakeGitHub, request: httpx.Request, p: dict[str, str]) -> httpx.Response:
+    example = "repository-collaborator-permission-response-if-user-has-admin-permissions"
+    body = copy.deepcopy(contract._spec()["components"]["examples"][example]["value"])
+    level = fake.permissions.get((f"{p['owner']}/{p['repo']}", p["username"]), "read")
+    body.update(permission=level, role_name=level)
+    # The schema's collaborator has a role_name too, which GitHub's own example leaves out.
+    body["user"] = {**body["user"], "login": p["username"], "role_name": level}
+    return fake.json(200, body)
+
+
 def _contents(fake: FakeGitHub, request: httpx.Request, p: dict[str, str]) -> httpx.Response:
     # Outside the subset: GET /repos/{owner}/{repo}/contents/{path}, raw media type.
     assert request.headers["accept"] == "application/vnd.github.raw+json"
@@ -386,6 +434,13 @@ ROUTES: list[tuple[str, re.Pattern[str], str | None, Handler]] = [
         ("POST", r"/check-runs", "/check-runs", _create_check),
         ("PATCH", r"/check-runs/(?P<id>\d+)", "/check-runs/{check_run_id}", _update_check),
         ("POST", r"/statuses/(?P<sha>[0-9a-f]+)", "/statuses/{sha}", _create_status),
+        ("GET", r"/issues/(?P<n>\d+)/events", "/issues/{issue_number}/events", _list_events),
+        (
+            "GET",
+            r"/collaborators/(?P<username>[^/]+)/permission",
+            "/collaborators/{username}/permission",
+            _permission,
+        ),
         ("GET", r"/contents/(?P<path>.+)", None, _contents),
         ("GET", r"/pulls/(?P<n>\d+)/reviews", None, _list_reviews),
     ]

@@ -32,6 +32,25 @@ def test_comments_are_listed_across_pages(fake: FakeGitHub, client: GitHubClient
     assert len(pages) == 3  # 100 + 100 + 30, following rel="next"
 
 
+def test_who_labelled_and_who_may_write(fake: FakeGitHub, client: GitHubClient) -> None:
+    """issues/list-events and repos/get-collaborator-permission-level, held to the contract."""
+    fake.add_pull(REPO, 7, head_sha=HEAD, base_sha=BASE)
+    fake.label(REPO, 7, "cpci-ack:pair", by="drive-by")
+    fake.unlabel(REPO, 7, "cpci-ack:pair", by="maintainer")
+    fake.label(REPO, 7, "cpci-ack:pair", by="maintainer")
+    events = client.list_issue_events(REPO, 7)
+    assert [(e.event, e.actor_login, e.label) for e in events] == [
+        ("labeled", "drive-by", "cpci-ack:pair"),
+        ("unlabeled", "maintainer", "cpci-ack:pair"),
+        ("labeled", "maintainer", "cpci-ack:pair"),
+    ]
+    fake.grant(REPO, "maintainer", "write")
+    assert client.permission(REPO, "maintainer") == "write"
+    assert client.permission(REPO, "drive-by") == "read"
+    fake.fail("GET", "/collaborators/ghost/permission$", 404, message="Not Found")
+    assert client.permission(REPO, "ghost") == "none"
+
+
 def test_create_then_edit_a_comment(fake: FakeGitHub, client: GitHubClient) -> None:
     created = client.create_issue_comment(REPO, 7, "first")
     assert created.user_login == "cpci-bot[bot]"

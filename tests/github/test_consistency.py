@@ -111,21 +111,20 @@ def test_a_maintainers_approving_review_acknowledges_a_fail_rule() -> None:
     acked = acknowledgements((), "", approvals=["Looks right.\ncpci-ack: pair\n"])
     assert [f.level for f in evaluate(rules, changed("a"), acked).findings] == ["note"]
 
-    def review(login: str, association: str, state: str = "APPROVED") -> Review:
-        return Review(
-            id=1,
-            state=state,
-            body="cpci-ack: pair",
-            user_login=login,
-            author_association=association,
-        )
+    def review(login: str, state: str = "APPROVED") -> Review:
+        return Review(id=1, state=state, body="cpci-ack: pair", user_login=login)
 
-    assert review("maintainer", "MEMBER").approves_for_maintainers("author")
-    assert review("maintainer", "COLLABORATOR").approves_for_maintainers("author")
-    assert not review("author", "OWNER").approves_for_maintainers("author")  # self-approval
-    assert not review("drive-by", "CONTRIBUTOR").approves_for_maintainers("author")
-    assert not review("drive-by", "NONE").approves_for_maintainers("author")
-    assert not review("maintainer", "MEMBER", "COMMENTED").approves_for_maintainers("author")
+    assert review("maintainer").approves("author")  # whether they may write: tests/github/...
+    assert not review("author").approves("author")  # self-approval
+    assert not review("maintainer", "COMMENTED").approves("author")
+
+
+def test_an_ack_that_did_not_count_says_why_in_its_finding() -> None:
+    rules = parse_rules("consistency:\n  - {name: pair, paths: [a, b], severity: fail}\n")
+    why = {"pair": "the label `cpci-ack:pair` does not count: drive-by has read permission"}
+    [finding] = evaluate(rules, changed("a"), acknowledgements((), "", (), why)).findings
+    assert finding.level == "fail"
+    assert finding.message.endswith(f"({why['pair']})")
 
 
 @pytest.mark.parametrize(

@@ -192,16 +192,11 @@ def test_acks_by_label_or_body_edit_are_seen_without_a_push(bot: Bot) -> None:
         f"  - {{name: soft, paths: [{V2}, docs/workers.md]}}\n"
     )
     bot.fake.contents[(HELLO, ".github/cpci.yml", PR_BASE)] = rules
+    bot.fake.grant(HELLO, "Codertocat", "admin")  # the payloads' sender
 
-    def pull(body: str, labels: tuple[str, ...] = ()) -> None:
+    def pull(body: str) -> None:
         bot.fake.add_pull(
-            HELLO,
-            2,
-            head_sha=PR_HEAD,
-            base_sha=PR_BASE,
-            body=body,
-            labels=labels,
-            files=[("modified", V2)],
+            HELLO, 2, head_sha=PR_HEAD, base_sha=PR_BASE, body=body, files=[("modified", V2)]
         )
 
     pull("cpci-ack: strict")
@@ -211,22 +206,86 @@ def test_acks_by_label_or_body_edit_are_seen_without_a_push(bot: Bot) -> None:
     pull(both)
     bot.deliver("", "d-2", event="pull_request", body=_pull_event("edited", changes={}))
     assert _levels(bot) == [("strict", "fail"), ("soft", "note")]
-    pull(both, labels=("cpci-ack:strict",))
-    label = bot.fake.pulls[(HELLO, 2)]["labels"][0]
+    label = bot.fake.label(HELLO, 2, "cpci-ack:strict", by="Codertocat")
     bot.deliver("", "d-3", event="pull_request", body=_pull_event("labeled", label=label))
     assert _levels(bot) == [("strict", "note"), ("soft", "note")]
     [check] = bot.fake.check_runs.values()
     assert check["conclusion"] != "failure"
-    pull(both)
+    bot.fake.unlabel(HELLO, 2, "cpci-ack:strict", by="Codertocat")
     bot.deliver("", "d-4", event="pull_request", body=_pull_event("unlabeled", label=label))
     assert _levels(bot) == [("strict", "fail"), ("soft", "note")]
     assert [d for d in bot.deliveries() if d[1] != "done"] == []
 
 
-def test_a_maintainers_approving_review_acknowledges_at_once(bot: Bot) -> None:
+def _strict_rule_on_pr_2(bot: Bot) -> None:
     rules = f"consistency:\n  - {{name: strict, paths: [{V1}, {V2}], severity: fail}}\n"
     bot.fake.contents[(HELLO, ".github/cpci.yml", PR_BASE)] = rules
     bot.fake.add_pull(HELLO, 2, head_sha=PR_HEAD, base_sha=PR_BASE, files=[("modified", V2)])
+
+
+def _message(bot: Bot) -> str:
+    with Session(bot.engine) as session:
+        pulled = load_pull_state(session=session, repository=HELLO, number=2)
+    assert pulled is not None
+    assert pulled.consistency is not None
+    return pulled.consistency.findings[0].message
+
+
+def test_an_ack_label_counts_only_when_its_sender_may_write(bot: Bot) -> None:
+    """The `labeled` delivery's sender must have write permission: triage (which may add
+    labels, and reads as `read`) is not enough, and the finding says why."""
+    _strict_rule_on_pr_2(bot)
+    bot.fake.grant(HELLO, "triager", "read")
+    label = bot.fake.label(HELLO, 2, "cpci-ack:strict", by="triager")
+    labelled = json.loads(_pull_event("labeled", label=label))
+    labelled["sender"] = {**labelled["sender"], "login": "triager"}
+    bot.deliver("", "d-1", event="pull_request", body=json.dumps(labelled).encode())
+    assert _levels(bot) == [("strict", "fail")]
+    assert "the label `cpci-ack:strict` does not count: triager has read permission" in (
+        _message(bot)
+    )
+    # A writer's label counts, even one the events list does not show yet: the sender says who.
+    bot.fake.grant(HELLO, "maintainer", "write")
+    bot.fake.add_pull(
+        HELLO,
+        2,
+        head_sha=PR_HEAD,
+        base_sha=PR_BASE,
+        labels=("cpci-ack:strict",),
+        files=[("modified", V2)],
+    )
+    bot.fake.events.clear()
+    labelled["sender"] = {**labelled["sender"], "login": "maintainer"}
+    bot.deliver("", "d-2", event="pull_request", body=json.dumps(labelled).encode())
+    assert _levels(bot) == [("strict", "note")]
+    assert [d for d in bot.deliveries() if d[1] != "done"] == []
+
+
+def test_a_label_added_while_the_service_was_away_is_checked_in_the_prs_events(bot: Bot) -> None:
+    """No `labeled` delivery came (the service was down); the next delivery (each a new push:
+    the same body twice would be a replay) reads who added each ack label from
+    issues/list-events: the last one to add it must be a writer."""
+    _strict_rule_on_pr_2(bot)
+    bot.fake.grant(HELLO, "maintainer", "write")
+    bot.fake.label(HELLO, 2, "cpci-ack:strict", by="drive-by")
+    bot.deliver("", "d-1", event="pull_request", body=_pull_event("synchronize", after="0" * 40))
+    assert _levels(bot) == [("strict", "fail")]
+    assert "drive-by has read permission, not write" in _message(bot)
+    bot.fake.unlabel(HELLO, 2, "cpci-ack:strict", by="maintainer")
+    bot.fake.label(HELLO, 2, "cpci-ack:strict", by="maintainer")
+    bot.deliver("", "d-2", event="pull_request", body=_pull_event("synchronize", after="1" * 40))
+    assert _levels(bot) == [("strict", "note")]
+    # A label on the PR that no event accounts for counts for nothing.
+    bot.fake.events.clear()
+    bot.deliver("", "d-3", event="pull_request", body=_pull_event("synchronize", after="2" * 40))
+    assert _levels(bot) == [("strict", "fail")]
+    assert "no event says who added it" in _message(bot)
+
+
+def test_a_maintainers_approving_review_acknowledges_at_once(bot: Bot) -> None:
+    """An approval with a `cpci-ack:` line counts when its author may write: a MEMBER of the
+    organisation with read permission does not."""
+    _strict_rule_on_pr_2(bot)
     bot.deliver("", "d-1", event="pull_request", body=_pull_event("opened"))
     assert _levels(bot) == [("strict", "fail")]
     opened = json.loads(_pull_event("opened"))
@@ -248,6 +307,11 @@ def test_a_maintainers_approving_review_acknowledges_at_once(bot: Bot) -> None:
 
     review_event("d-2", "drive-by", "NONE")  # anyone may approve a public PR: that is no ack
     assert _levels(bot) == [("strict", "fail")]
-    review_event("d-3", "maintainer", "MEMBER")
+    bot.fake.grant(HELLO, "member", "read")
+    review_event("d-3", "member", "MEMBER")  # a member of the org, no write on this repository
+    assert _levels(bot) == [("strict", "fail")]
+    assert "the approving review does not count: member has read permission" in _message(bot)
+    bot.fake.grant(HELLO, "maintainer", "write")
+    review_event("d-4", "maintainer", "COLLABORATOR")
     assert _levels(bot) == [("strict", "note")]
     assert [d for d in bot.deliveries() if d[1] != "done"] == []
