@@ -22,6 +22,7 @@ from sqlalchemy import Engine
 from cpci import __version__
 from cpci.schema import RunEnvelope
 from cpci.server.api import api_router, ops_router
+from cpci.server.api.body_limits import BodyLimitMiddleware, BodyLimits
 from cpci.server.api.routes import pages, webhooks
 from cpci.server.core import errors
 from cpci.server.core.config import Settings
@@ -107,7 +108,8 @@ def create_app(
     app.include_router(pages.router, responses=errors.ERROR_RESPONSES)
     install_ui(app)
     app.include_router(webhooks.router, responses=errors.ERROR_RESPONSES)
-    app.add_middleware(MetricsMiddleware, metrics=metrics)
+    app.add_middleware(BodyLimitMiddleware, limits=BodyLimits.from_settings(settings))
+    app.add_middleware(MetricsMiddleware, metrics=metrics)  # outside: counts the 413s too
     _document_upload_body(app)
     return app
 

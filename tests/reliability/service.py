@@ -17,7 +17,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -51,10 +51,18 @@ def prepare_database(url: str) -> str:
 
 
 class Served:
-    """`cpci serve` as a subprocess; `kill()` is a SIGKILL, `start()` brings it back."""
+    """`cpci serve` as a subprocess (with `env`'s settings too); `kill()` is a SIGKILL,
+    `start()` brings it back."""
 
-    def __init__(self, database_url: str, log: Path, port: int | None = None) -> None:
+    def __init__(
+        self,
+        database_url: str,
+        log: Path,
+        port: int | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         self.database_url = database_url
+        self.env = dict(env or {})
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log
@@ -64,6 +72,7 @@ class Served:
     def start(self) -> None:
         env = {
             **os.environ,
+            **self.env,
             "CPCI_DATABASE_URL": self.database_url,
             "CPCI_PORT": str(self.port),
             "CPCI_HOST": "127.0.0.1",
@@ -106,8 +115,8 @@ class Served:
 
 
 @contextmanager
-def served(database_url: str, log: Path) -> Iterator[Served]:
-    service = Served(database_url, log)
+def served(database_url: str, log: Path, env: Mapping[str, str] | None = None) -> Iterator[Served]:
+    service = Served(database_url, log, env=env)
     service.start()
     try:
         yield service

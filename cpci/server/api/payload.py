@@ -1,33 +1,21 @@
-"""Reading an upload body: size limit first, then JSON and the shared schema, with errors that
-name the field (422), the supported versions (400) or the limit (413)."""
+"""Parsing request bodies, with errors that name the field (422), the supported versions (400)
+or the depth (422). Their size is bounded while they are read, by `api/body_limits.py`.
+
+Every JSON body is parsed by pydantic-core's parser, which refuses nesting past
+`JSON_MAX_DEPTH` levels where it meets it, in Rust: no body recurses in Python.
+"""
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
-from fastapi import Request
-from pydantic import ValidationError
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from cpci.schema import RESULT_SCHEMA, SUPPORTED_RUN_SCHEMAS, RunEnvelope
-from cpci.server.core.errors import InvalidPayload, PayloadTooLarge, UnsupportedSchema
+from cpci.server.core.errors import InvalidPayload, UnsupportedSchema
 
-
-async def read_limited(request: Request, limit: int) -> bytes:
-    """The request body, refusing (413) anything over `limit` bytes without buffering it all."""
-    too_large = PayloadTooLarge(
-        f"the upload is larger than the server's limit of {limit} bytes "
-        "(CPCI_MAX_UPLOAD_BYTES): split the results over more shards or raise the limit"
-    )
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise too_large
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            raise too_large
-    return bytes(body)
+#: pydantic-core's recursion limit: JSON nested deeper is refused, wherever it is.
+JSON_MAX_DEPTH = 200
+#: Accepts only `null`: validating a body with it parses the body and builds nothing.
+_PARSED_ONLY = TypeAdapter(None)
 
 
 def parse_envelope(raw: bytes) -> RunEnvelope:
@@ -51,33 +39,50 @@ def parse_envelope(raw: bytes) -> RunEnvelope:
     return envelope
 
 
+def check_json_depth(raw: bytes) -> None:
+    """InvalidPayload when `raw` nests deeper than JSON_MAX_DEPTH levels. Any other defect is
+    left to the parsing that follows, which names it."""
+    try:
+        _PARSED_ONLY.validate_json(raw)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False, include_input=False)
+        if any("recursion limit" in e["msg"] for e in errors):
+            raise InvalidPayload(
+                [
+                    {
+                        "loc": [],
+                        "msg": f"the JSON nests deeper than {JSON_MAX_DEPTH} levels",
+                        "type": "json_too_deep",
+                    }
+                ]
+            ) from None
+
+
+class _ResultVersion(BaseModel):
+    schema_: object = Field(default=RESULT_SCHEMA, alias="schema")
+
+
+class _UploadVersions(BaseModel):
+    """An upload's version fields, read leniently: whatever else it holds is skipped unbuilt."""
+
+    schema_: object = Field(default=SUPPORTED_RUN_SCHEMAS[0], alias="schema")
+    results: list[_ResultVersion | object] | object = Field(default_factory=list)
+
+
 def _check_versions(raw: bytes) -> None:
     """Turn an unknown schema version into a 400 that names what this server reads."""
     try:
-        data: Any = json.loads(raw)
-    except ValueError:
-        return  # the validation error already says the body is not JSON
-    except RecursionError:
-        raise InvalidPayload(
-            [
-                {
-                    "loc": [],
-                    "msg": "the JSON nests too deeply to be a cpci.run/1 upload",
-                    "type": "json_too_deep",
-                }
-            ]
-        ) from None
-    if not isinstance(data, dict):
-        return
-    schema = data.get("schema", SUPPORTED_RUN_SCHEMAS[0])
-    if schema not in SUPPORTED_RUN_SCHEMAS:
+        versions = _UploadVersions.model_validate_json(raw)
+    except ValidationError:
+        return  # not a JSON object (or too deep): the envelope's own errors say so
+    if versions.schema_ not in SUPPORTED_RUN_SCHEMAS:
         raise UnsupportedSchema(
-            f"unsupported upload schema {schema!r}: this server reads "
+            f"unsupported upload schema {versions.schema_!r}: this server reads "
             f"{', '.join(SUPPORTED_RUN_SCHEMAS)}; upgrade the server or use a matching uploader"
         )
-    results = data.get("results")
-    for index, record in enumerate(results if isinstance(results, list) else []):
-        version = record.get("schema", RESULT_SCHEMA) if isinstance(record, dict) else None
+    results = versions.results if isinstance(versions.results, list) else []
+    for index, record in enumerate(results):
+        version = record.schema_ if isinstance(record, _ResultVersion) else None
         if version is not None and version != RESULT_SCHEMA:
             raise UnsupportedSchema(
                 f"results[{index}].schema is {version!r}: this server reads {RESULT_SCHEMA}"

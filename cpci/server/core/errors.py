@@ -107,15 +107,21 @@ def _describe(error: dict[str, Any]) -> dict[str, Any]:
     return {"path": field_path(loc), "loc": loc, "msg": error.get("msg", ""), "type": error["type"]}
 
 
+def error_response(exc: ApiError) -> JSONResponse:
+    """The JSON body an ApiError becomes, from a handler or from outside the app (the body
+    limit answers before any route runs)."""
+    body: dict[str, Any] = {"detail": exc.detail, "code": exc.code}
+    if isinstance(exc, InvalidPayload):
+        body["errors"] = exc.errors
+    return JSONResponse(body, status_code=exc.status, headers=exc.headers)
+
+
 def install(app: FastAPI) -> None:
     """Register the handlers that turn errors into the JSON bodies described above."""
 
     async def api_error(_request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, ApiError)
-        body: dict[str, Any] = {"detail": exc.detail, "code": exc.code}
-        if isinstance(exc, InvalidPayload):
-            body["errors"] = exc.errors
-        return JSONResponse(body, status_code=exc.status, headers=exc.headers)
+        return error_response(exc)
 
     async def request_invalid(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)

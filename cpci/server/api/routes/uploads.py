@@ -20,7 +20,7 @@ from cpci.server.api.deps import (
     SettingsDep,
     ShardCacheDep,
 )
-from cpci.server.api.payload import parse_envelope, read_limited
+from cpci.server.api.payload import parse_envelope
 from cpci.server.core.config import Settings
 from cpci.server.core.db import writer
 from cpci.server.core.errors import Conflict
@@ -86,7 +86,7 @@ async def upload(
     links: LinksDep,
     cache: ShardCacheDep,
 ) -> UploadReceipt:
-    raw = await read_limited(request, settings.max_upload_bytes)
+    raw = await request.body()  # bounded by CPCI_MAX_UPLOAD_BYTES (api/body_limits.py)
     envelope = await run_in_threadpool(parse_envelope, raw)
     principal.require(envelope.repository)
     provenance = check_upload(principal, envelope, fork_workflows=settings.oidc_fork_workflows)

@@ -1,7 +1,8 @@
 """`POST /github/webhook`: GitHub's deliveries, verified, stored, then worked off by the worker.
 
 A body over GitHub's 25 MB cap (or CPCI_MAX_UPLOAD_BYTES, if lower) is a 413, told from its
-Content-Length or cut off while streaming, before the signature is checked. A delivery whose
+Content-Length or cut off while streaming, before the signature is checked (`api/body_limits.py`
+bounds the read). A delivery whose
 `X-Hub-Signature-256` is missing or wrong is a 401 and nothing is stored. A handled event is
 stored with its payload and answered 202 at once; the webhook worker acts on it (see
 `cpci.server.webhook_worker`), so GitHub's 10 s and the request threads are never spent on
@@ -13,25 +14,25 @@ another GUID is a replay (200) and is not acted on again.
 from __future__ import annotations
 
 import hashlib
-import json
 from typing import Any, Literal
 
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel
+from pydantic_core import from_json
 from sqlmodel import Session
 from starlette.concurrency import run_in_threadpool
 
 from cpci.github.webhooks import signature_ok
 from cpci.server.api.deps import EngineDep, SettingsDep
-from cpci.server.api.payload import read_limited
-from cpci.server.core.errors import ApiError, PayloadTooLarge, Unauthorized, Unavailable
+from cpci.server.core.errors import ApiError, Unauthorized, Unavailable
 from cpci.server.crud import github as state
 from cpci.server.models import utcnow
 from cpci.server.webhook_handling import handles
 from cpci.server.webhook_worker import WebhookWorker
 
-router = APIRouter(prefix="/github", tags=["github"])
+router = APIRouter(tags=["github"])
 
+WEBHOOK_PATH = "/github/webhook"
 #: GitHub caps webhook payloads at 25 MB; it never sends more.
 GITHUB_PAYLOAD_LIMIT = 25 * 1024 * 1024
 
@@ -44,7 +45,7 @@ class WebhookReceipt(BaseModel):
 
 
 @router.post(
-    "/webhook",
+    WEBHOOK_PATH,
     status_code=202,
     summary="Receive a GitHub webhook delivery",
     responses={
@@ -61,14 +62,7 @@ async def webhook(
         raise Unavailable(
             "webhooks are off: set CPCI_GITHUB_WEBHOOK_SECRET to the webhook's secret"
         )
-    limit = min(settings.max_upload_bytes, GITHUB_PAYLOAD_LIMIT)
-    try:
-        body = await read_limited(request, limit)
-    except PayloadTooLarge:
-        raise PayloadTooLarge(
-            f"the delivery is larger than {limit} bytes, more than GitHub sends (25 MB) or "
-            "CPCI_MAX_UPLOAD_BYTES allows: check that this URL is only GitHub's webhook"
-        ) from None
+    body = await request.body()
     secret = settings.github_webhook_secret.get_secret_value()
     if not signature_ok(secret, body, request.headers.get("x-hub-signature-256")):
         raise Unauthorized(
@@ -109,11 +103,11 @@ async def webhook(
 
 def _json_object(body: bytes) -> dict[str, Any]:
     try:
-        payload: Any = json.loads(body)
+        payload: Any = from_json(body)
     except ValueError as exc:
+        if "recursion limit" in str(exc):
+            raise ApiError("the delivery body nests too deeply to be a GitHub event") from None
         raise ApiError(f"the delivery body is not JSON: {exc}") from exc
-    except RecursionError:
-        raise ApiError("the delivery body nests too deeply to be a GitHub event") from None
     if not isinstance(payload, dict):
         raise ApiError("the delivery body is not a JSON object, as every GitHub event is")
     return payload
