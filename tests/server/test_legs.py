@@ -1,5 +1,7 @@
 """Matrix legs over real HTTP: two legs uploading the same shard index are two shards, both
-counted in the run's progress; a re-send on one leg is a duplicate, a changed body a 409."""
+counted in the run's progress; a re-send on one leg is a duplicate, a changed body a 409; a
+second environment for a shard without a leg (a hand-written matrix) is a 409 that says to set
+the leg, with nothing stored."""
 
 from __future__ import annotations
 
@@ -65,6 +67,41 @@ def test_a_leg_resent_is_a_duplicate_and_a_changed_body_a_conflict(http: httpx.C
     changed = http.post("/api/v1/uploads", json=envelope([record("a2a")], leg="a100"))
     assert changed.status_code == 409
     assert "shard 0 on leg 'a100'" in changed.json()["detail"]
+
+
+H100 = {"torch": "2.4.0", "cuda": "12.4", "gpu": "H100", "backend": "nccl"}
+A100 = {**H100, "gpu": "A100"}
+
+
+def test_a_second_environment_without_a_leg_is_told_to_set_the_leg(
+    http: httpx.Client, engine: Engine
+) -> None:
+    """A hand-written matrix that runs shard 0 on H100 and A100 without `leg`."""
+    first = http.post("/api/v1/uploads", json=envelope([record("p2p")], environment=H100))
+    assert first.status_code == 201, first.text
+    second = envelope([record("p2p", "failed", message="nan")], environment=A100)
+    refused = http.post("/api/v1/uploads", json=second)
+    assert refused.status_code == 409, refused.text
+    detail = refused.json()["detail"]
+    assert "shard 0 of run 100 attempt 1 was already uploaded from another environment" in detail
+    assert "gpu 'H100', now 'A100'" in detail
+    assert "neither upload names a matrix leg" in detail
+    assert "`cpci upload --leg` / CPCI_LEG, the Action's `leg` input" in detail
+    assert "ci_attempt" not in detail, "a rerun is not what happened"
+    with Session(engine) as session:
+        assert len(session.exec(select(Shard)).all()) == 1, "nothing of it was stored"
+    # Told, the job uploads under its leg, and both environments' shards are kept.
+    named = http.post("/api/v1/uploads", json={**second, "leg": "a100"})
+    assert named.status_code == 201, named.text
+    assert named.json()["shards"]["legs"] == ["", "a100"]
+
+
+def test_two_environments_sharing_a_leg_name_are_told_to_name_each(http: httpx.Client) -> None:
+    body = envelope([record("p2p")], leg="gpu", environment=H100)
+    assert http.post("/api/v1/uploads", json=body).status_code == 201
+    refused = http.post("/api/v1/uploads", json={**body, "environment": A100})
+    assert refused.status_code == 409, refused.text
+    assert "two matrix jobs share the leg name 'gpu'" in refused.json()["detail"]
 
 
 def test_an_envelope_without_a_leg_still_validates(http: httpx.Client) -> None:

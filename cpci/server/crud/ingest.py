@@ -30,7 +30,7 @@ from cpci.server.core.quotas import UploadRate, check_upload_rate
 from cpci.server.crud.common import bulk_insert, fetch_rows, insert_missing, json_text, one_of
 from cpci.server.crud.quotas import nth_latest_upload
 from cpci.server.crud.repos import bind_github_id, ensure_environment, ensure_repository
-from cpci.server.models import Config, Result, Run, Shard, utcnow
+from cpci.server.models import Config, EnvironmentFingerprint, Result, Run, Shard, utcnow
 
 RESULT_COLUMNS = (
     "run_id",
@@ -92,12 +92,8 @@ def ingest_shard(
     if existing is not None:
         assert existing.id is not None
         if existing.body_sha256 != digest:
-            raise Conflict(
-                f"shard {envelope.shard_index}{_on_leg(envelope.leg)} of run "
-                f"{envelope.ci_run_id} attempt "
-                f"{envelope.ci_attempt} was already uploaded with different content "
-                f"(stored sha256 {existing.body_sha256[:12]}, this body {digest[:12]}); "
-                "a rerun must upload under a new ci_attempt"
+            raise _shard_conflict(
+                session=session, envelope=envelope, stored=existing, digest=digest
             )
         return Ingested("duplicate", run.id, existing.id, existing.result_count)
     if rate is not None:
@@ -148,6 +144,46 @@ def ingest_shard(
 
 def _on_leg(leg: str) -> str:
     return f" on leg {leg!r}" if leg else ""
+
+
+def _shard_conflict(
+    *, session: Session, envelope: RunEnvelope, stored: Shard, digest: str
+) -> Conflict:
+    """Why a different body for a stored shard is refused, and what to do: from another
+    environment it is a matrix job that needs a leg of its own (a leg the service made up from
+    the environment would go by arrival order: the first environment keeps the unnamed leg,
+    so one environment's shards could land on two legs); from the same one, a rerun."""
+    shard = (
+        f"shard {envelope.shard_index}{_on_leg(envelope.leg)} of run {envelope.ci_run_id} "
+        f"attempt {envelope.ci_attempt}"
+    )
+    then = session.get_one(EnvironmentFingerprint, stored.environment_id)
+    changed = [
+        f"{name} {getattr(then, name)!r}, now {value!r}"
+        for name, value in envelope.environment.model_dump().items()
+        if getattr(then, name) != value
+    ]
+    if changed and not envelope.leg:
+        return Conflict(
+            f"{shard} was already uploaded from another environment ({'; '.join(changed)}), "
+            "and neither upload names a matrix leg: when a matrix runs the same shards in "
+            "several environments, give each job its leg (`cpci upload --leg` / CPCI_LEG, the "
+            "Action's `leg` input: a name, or the job's runner labels) and declare them all "
+            "with --legs / CPCI_LEGS; nothing of this upload was stored"
+        )
+    if changed:
+        return Conflict(
+            f"{shard} was already uploaded from another environment ({'; '.join(changed)}): "
+            f"two matrix jobs share the leg name {envelope.leg!r}; give each its own leg "
+            "(`cpci upload --leg` / CPCI_LEG, the Action's `leg` input); nothing of this "
+            "upload was stored"
+        )
+    return Conflict(
+        f"{shard} was already uploaded with different content from the same environment "
+        f"(stored sha256 {stored.body_sha256[:12]}, this body {digest[:12]}): a rerun must "
+        "upload under a new ci_attempt (GitHub's re-run does), and two matrix jobs running "
+        "the same shard each need their own leg (--leg); nothing of this upload was stored"
+    )
 
 
 def _ensure_run(
