@@ -164,6 +164,18 @@ def test_the_plan_refuses_what_would_put_fork_code_on_trusted_runners(
     assert says in stderr
 
 
+def test_the_fork_results_pull_request_comes_from_cpci_fork_pull() -> None:
+    """The PR is told by `cpci fork-pull` (tests/github/test_fork_pull.py), never by the first
+    PR of a commit; the shards' `.pull` files it reads are written by the Action."""
+    steps = {s.get("name"): s for s in load(FORK_RESULTS)["jobs"]["upload"]["steps"]}
+    find = steps["Find the pull request of this run"]
+    assert find["run"].strip() == '"$CPCI_PYTHON" -m cpci fork-pull --claims results'
+    assert "commits/" not in json.dumps(load(FORK_RESULTS))
+    action = yaml.safe_load((ROOT / "action.yml").read_text())
+    named = next(s for s in action["runs"]["steps"] if ".pull" in str(s.get("run", "")))
+    assert named["env"]["CPCI_PULL_REQUEST"] == "${{ github.event.pull_request.number }}"
+
+
 def test_the_fork_results_workflow_never_runs_the_forks_code() -> None:
     workflow = load(FORK_RESULTS)
     assert set(workflow[True]) == {"workflow_run"}  # YAML reads the key `on` as True
@@ -216,6 +228,7 @@ def test_the_fork_results_upload_takes_only_results_from_the_artifacts(tmp_path:
     (hostile / "cpci-results.jsonl").write_text("")
     (hostile / "cpci-results.jsonl.leg").write_text("$(touch pwned)" + "L" * 5000)
     event = {"REPO": "acme/attn", "HEAD_SHA": "c" * 40, "BASE_SHA": "a" * 40, "PR": "7"}
+    event["BASE_REF"] = "release/2"
     env = {"PATH": "/usr/bin:/bin", "CPCI_PYTHON": str(python), "RUN_ID": "99", **event}
     env["RUN_ATTEMPT"] = "1"
     subprocess.run(["bash", "-e", "-c", step["run"]], env=env, cwd=tmp_path, check=True)
@@ -229,6 +242,7 @@ def test_the_fork_results_upload_takes_only_results_from_the_artifacts(tmp_path:
         "c" * 40,
         "7",
     )
+    assert pairs["--base-branch"] == "release/2"
     assert not (tmp_path / "pwned").exists()
 
 

@@ -11,9 +11,31 @@ import sys
 from collections.abc import Sequence
 
 from cpci import __version__
-from cpci.cli import action, consistency, db, demo, loss_compare, serve, test_suite, token, upload
+from cpci.cli import (
+    action,
+    consistency,
+    db,
+    demo,
+    fork_pull,
+    loss_compare,
+    serve,
+    test_suite,
+    token,
+    upload,
+)
 
-COMMANDS = (test_suite, serve, db, token, loss_compare, upload, consistency, action, demo)
+COMMANDS = (
+    test_suite,
+    serve,
+    db,
+    token,
+    loss_compare,
+    upload,
+    consistency,
+    action,
+    fork_pull,
+    demo,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -41,6 +41,7 @@ class PullRequest(_Model):
     author: str | None = None
     labels: tuple[str, ...]
     head_sha: str
+    head_ref: str
     head_repo: str | None
     base_sha: str
     base_ref: str
@@ -61,6 +62,7 @@ class PullRequest(_Model):
             author=_login(data.get("user")),
             labels=tuple(str(label["name"]) for label in data.get("labels") or ()),
             head_sha=data["head"]["sha"],
+            head_ref=data["head"]["ref"],
             head_repo=head_repo["full_name"] if head_repo else None,
             base_sha=data["base"]["sha"],
             base_ref=data["base"]["ref"],

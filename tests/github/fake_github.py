@@ -84,13 +84,20 @@ class FakeGitHub:
         body: str = "",
         labels: tuple[str, ...] = (),
         files: list[tuple[str, str] | tuple[str, str, str]] = (),  # type: ignore[assignment]
+        head_repo: str | None = None,
+        head_ref: str | None = None,
+        base_ref: str | None = None,
     ) -> None:
-        """A PR; `files` as (status, name) or ("renamed", new, old)."""
+        """A PR; `files` as (status, name) or ("renamed", new, old); its head in `head_repo`
+        (a fork; default `repo`) on `head_ref`, into `base_ref` (defaults: the example's)."""
         pull = copy.deepcopy(contract._spec()["components"]["examples"]["pull-request"]["value"])
         pull.update(number=number, body=body, requested_teams=[], state="open")
         pull["labels"] = [{**pull["labels"][0], "name": name} for name in labels]
         pull["head"]["sha"], pull["base"]["sha"] = head_sha, base_sha
-        pull["head"]["repo"]["full_name"] = pull["base"]["repo"]["full_name"] = repo
+        pull["base"]["repo"]["full_name"] = repo
+        pull["head"]["repo"] = {**pull["head"]["repo"], "full_name": head_repo or repo}
+        pull["head"]["ref"] = head_ref or pull["head"]["ref"]
+        pull["base"]["ref"] = base_ref or pull["base"]["ref"]
         self.pulls[(repo, number)] = pull
         self.files[(repo, number)] = [self._diff_entry(*entry) for entry in files]
 
