@@ -40,3 +40,20 @@ def test_metric_labels_stay_bounded_whatever_clients_send(engine: Engine, db_url
     assert "other" in methods
     assert not any("run-" in r or "page-" in r for r in routes)
     assert len(series) <= 8, series
+
+
+def test_metrics_need_a_token_where_reads_do(engine: Engine, db_url: str, token: str) -> None:
+    """Its counts span every repository: any of the service's tokens reads them, none does not."""
+    public = create_app(Settings(database_url=db_url), engine=engine)
+    with serve(public) as url:
+        assert httpx.get(f"{url}/metrics").status_code == 200
+    guarded = create_app(Settings(database_url=db_url, read_access="token"), engine=engine)
+    with serve(guarded) as url:
+        refused = httpx.get(f"{url}/metrics")
+        assert refused.status_code == 401
+        assert "CPCI_READ_ACCESS=token" in refused.json()["detail"]
+        forged = httpx.get(f"{url}/metrics", headers={"Authorization": "Bearer cpci_" + "A" * 43})
+        assert forged.status_code == 401
+        read = httpx.get(f"{url}/metrics", headers={"Authorization": f"Bearer {token}"})
+        assert read.status_code == 200
+        assert "cpci_http_requests_total" in read.text

@@ -15,7 +15,7 @@ from sqlmodel import Session, select
 from cpci.server.crud.tokens import create_token, revoke_token
 from cpci.server.models import Run, UploadToken
 from tests.server.databases import ClientFactory
-from tests.server.oidc_keys import AUDIENCE, ISSUER, Keys, jwks_server
+from tests.server.oidc_keys import AUDIENCE, ISSUER, REPO_ID, Keys, jwks_server, oidc_service
 from tests.server.service_builders import REPO, envelope, record, upload
 
 
@@ -157,3 +157,20 @@ def test_unreachable_jwks_is_503_naming_the_setting(
     assert response.status_code == 503
     assert "CPCI_OIDC_JWKS_URL" in response.json()["detail"]
     assert runs(engine) == 0
+
+
+def test_token_reads_check_the_github_id_bound_to_the_name(
+    engine: Engine, db_url: str, keys: Keys
+) -> None:
+    """A repository deleted and recreated (or another renamed onto the name) mints tokens with
+    the same `repository` but another `repository_id`: they read nothing of the old history."""
+    with oidc_service(db_url=db_url, keys=keys, engine=engine, read_access="token") as url:
+        own = {"Authorization": f"Bearer {keys.token()}"}
+        stored = httpx.post(f"{url}/api/v1/uploads", json=envelope([record("p2p")]), headers=own)
+        assert stored.status_code == 201, stored.text  # binds acme/attn to REPO_ID
+        recreated = {"Authorization": f"Bearer {keys.token(repository_id='9999')}"}
+        for path in (f"/api/v1/repos/{REPO}/runs/100", f"/ui/{REPO}/runs/100"):
+            assert httpx.get(url + path, headers=own).status_code == 200, path
+            refused = httpx.get(url + path, headers=recreated)
+            assert refused.status_code == 403, path
+            assert f"bound to GitHub repository id {REPO_ID}" in refused.text

@@ -13,7 +13,13 @@ from cpci.schema import INT32_MAX
 from cpci.server.core.config import Settings
 from cpci.server.core.errors import Unauthorized
 from cpci.server.core.oidc import OidcVerifier
-from cpci.server.core.provenance import Credential, OidcAllowList, OidcClaims, check_allowed
+from cpci.server.core.provenance import (
+    Credential,
+    OidcAllowList,
+    OidcClaims,
+    check_allowed,
+    check_repository_id,
+)
 from cpci.server.core.security import looks_like_upload_token
 from cpci.server.crud.repos import get_repository
 from cpci.server.crud.tokens import credential_for_token
@@ -121,14 +127,31 @@ def readable_repository(
     settings: SettingsDep,
     session: SessionDep,
 ) -> Repository:
-    """The repository in the path, after checking the caller may read it."""
+    """The repository in the path, after checking the caller may read it: where reads need a
+    token, one of that repository, and an OIDC token of the GitHub repository its name is
+    bound to (not of another that took the name since)."""
     name = f"{owner}/{repo}"
-    if settings.read_access == "token":
-        principal = authenticate(request, engine)
-        if principal is None:
-            raise Unauthorized(f"reading {name} needs a token of it: {HOW_TO_AUTHENTICATE}")
-        principal.require(name)
-    return get_repository(session=session, name=name)
+    if settings.read_access == "public":
+        return get_repository(session=session, name=name)
+    principal = authenticate(request, engine)
+    if principal is None:
+        raise Unauthorized(f"reading {name} needs a token of it: {HOW_TO_AUTHENTICATE}")
+    principal.require(name)
+    repository = get_repository(session=session, name=name)
+    if principal.claims is not None:
+        claimed = principal.claims.repository_id
+        check_repository_id(name=name, bound=repository.github_id, claimed=claimed)
+    return repository
+
+
+def require_reader(request: Request, engine: EngineDep, settings: SettingsDep) -> None:
+    """Where reads need a token, any credential this service accepts (an upload token of one
+    of its repositories, an allow-listed OIDC token): for what spans every repository."""
+    if settings.read_access == "token" and authenticate(request, engine) is None:
+        raise Unauthorized(
+            "reads need a token here (CPCI_READ_ACCESS=token): send `Authorization: Bearer "
+            "TOKEN` with an upload token of any repository of this service"
+        )
 
 
 ReadableRepoDep = Annotated[Repository, Depends(readable_repository)]

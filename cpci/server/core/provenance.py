@@ -221,7 +221,8 @@ def check_repository_id(*, name: str, bound: int | None, claimed: str | None) ->
     """The GitHub id to bind `name` to (None: nothing to bind); Forbidden on a mismatch.
 
     The first OIDC upload binds the name to GitHub's numeric id; a token for the same name with
-    another id comes from a repository that was deleted and recreated, or renamed onto it.
+    another id comes from a repository that was deleted and recreated, or renamed onto it, and
+    may neither write nor (where reads need a token) read the bound repository's history.
     """
     if claimed is None or not claimed.isdigit():
         return None
@@ -231,8 +232,8 @@ def check_repository_id(*, name: str, bound: int | None, claimed: str | None) ->
         raise Forbidden(
             f"{name} is bound to GitHub repository id {bound}, but this OIDC token comes from "
             f"repository id {claimed} (the repository was deleted and recreated, or another one "
-            f"renamed to {name}): its uploads are refused; if the new repository is the rightful "
-            f"owner of the history, an administrator must clear the binding "
+            f"renamed to {name}): its uploads and reads are refused; if the new repository is "
+            f"the rightful owner of the history, an administrator must clear the binding "
             f"(`UPDATE repository SET github_id = NULL WHERE name = '{name}'`)"
         )
     return None
