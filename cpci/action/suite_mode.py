@@ -8,8 +8,9 @@ The code under test is the PR's, so it runs without cpci's credentials: pytest (
 process it starts: the ranks, the library's own subprocesses) gets the job's environment less
 cpci's inputs (`CPCI_INPUT_*`: the upload token, the `github-token` input) and GitHub's OIDC
 token-request variables, with which any process could mint a token that uploads as this job.
-cpci gets the token it needs before pytest starts (`HeldToken`). A variable the workflow sets for
-its tests itself (its own `GITHUB_TOKEN`, say) stays theirs.
+cpci gets the token it needs before pytest starts (`HeldToken`), and its own process, which still
+holds both, is out of the tests' reach (`process_guard`). A variable the workflow sets for its
+tests itself (its own `GITHUB_TOKEN`, say) stays theirs.
 """
 
 from __future__ import annotations

@@ -36,6 +36,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _test_mode(settings: ActionSettings) -> int:
+    from cpci.action.process_guard import guard_this_process
+
+    guard_this_process()  # first: the tests this process starts never read its env or memory
     from cpci.action.durations_fetch import choose_durations, warning_line
     from cpci.action.suite_mode import failure_annotations, run_suite, summary
     from cpci.action.workflow_commands import write_outputs, write_summary
