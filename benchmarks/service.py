@@ -225,7 +225,8 @@ def seed_history(url: str, total: int) -> None:
         )
         many(
             'INSERT INTO run (repository_id, ci_run_id, ci_attempt, "commit", branch, shard_total, '
-            "fork, created_at) VALUES (?, ?, 1, ?, 'main', 1, FALSE, CURRENT_TIMESTAMP)",
+            "fork, scope, created_at) "
+            "VALUES (?, ?, 1, ?, 'main', 1, FALSE, 'branch', CURRENT_TIMESTAMP)",
             [(repo, f"h{r}", f"{r:040x}") for r in range(runs)],
         )
         run_ids = [

@@ -50,7 +50,7 @@ def fill(url: str, shards: dict[int, tuple[int, timedelta]]) -> None:
             rows.append((run_id, "", 0, "h", 1, 0, when))
         cur.executemany(
             'INSERT INTO run (id, repository_id, ci_run_id, ci_attempt, "commit", shard_total,'
-            " created_at, fork) VALUES (?, ?, ?, ?, ?, ?, ?, 0)",
+            " created_at, fork, scope) VALUES (?, ?, ?, ?, ?, ?, ?, 0, 'branch')",
             runs,
         )
         cur.executemany(

@@ -17,6 +17,7 @@ uploads and webhooks parse their own bodies with that same parser (`api/payload.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NoReturn
 
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -113,7 +114,7 @@ class _LimitedBody:
                 self.chunks.clear()
         return message
 
-    def _refuse(self, error: ApiError) -> None:
+    def _refuse(self, error: ApiError) -> NoReturn:
         self.refusal = error
         raise _Refused
 
