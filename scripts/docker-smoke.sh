@@ -3,7 +3,8 @@
 # HEALTHCHECK, check it runs as a non-root user and that migrations were applied at start.
 # Uses podman (no Docker engine needed): scripts/docker-smoke.sh [IMAGE_TAG]
 # Base images cannot be pulled everywhere: BASE_IMAGE defaults to a local debootstrap-built one
-# (scripts/make-base-image.sh); set BASE_IMAGE=python:3.11-slim-bookworm where pulling works.
+# (scripts/make-base-image.sh, from signed Debian packages; DEBIAN_SNAPSHOT pins them); where
+# pulling works, set BASE_IMAGE=python:3.11-slim-bookworm@sha256:DIGEST (see SECURITY.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tag="${1:-cpci-service:smoke}"
