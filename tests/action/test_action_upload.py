@@ -4,12 +4,15 @@ fails the step, whatever `fail-on` says, and is kept beside the results."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import httpx
 
 from cpci.cli import main
 from cpci.upload.unsent import read_unsent
+from tests.action.conftest import OidcJob
+from tests.server.oidc_keys import AUDIENCE
 from tests.upload.support import (
     REPO,
     Completed,
@@ -82,3 +85,47 @@ def test_a_refused_upload_fails_the_step_and_is_kept_beside_the_results(
     kept = tmp_path / "cpci-results.jsonl.unsent.json"
     assert f"kept in {kept}" in error
     assert read_unsent(kept).status == 409
+
+
+def test_a_pr_job_uploads_its_head_and_the_merge_commit_its_oidc_token_names(
+    tmp_path: Path, oidc_job: OidcJob
+) -> None:
+    """On a pull_request event GITHUB_SHA is GitHub's merge commit: it is the token's `sha` and
+    goes as merge_commit; the PR's head goes as commit (the report's head), with the base branch
+    (GITHUB_BASE_REF); the service checks the token against both."""
+    head, base, merge = "a1" * 20, "b2" * 20, "c3" * 20
+    event = tmp_path / "event.json"
+    pull: dict[str, object] = {"number": 7, "head": {"sha": head, "ref": "feature"}}
+    pull["base"] = {"sha": base, "ref": "main"}
+    event.write_text(json.dumps({"number": 7, "pull_request": pull}))
+    oidc_job.env.update(
+        GITHUB_EVENT_NAME="pull_request",
+        GITHUB_EVENT_PATH=str(event),
+        GITHUB_SHA=merge,
+        GITHUB_BASE_REF="main",
+        GITHUB_REF_NAME="7/merge",
+        GITHUB_RUN_ID="act-pr",
+    )
+    oidc_job.claims.update(
+        sub=f"repo:{REPO}:pull_request",
+        event_name="pull_request",
+        ref="refs/pull/7/merge",
+        job_workflow_ref=f"{REPO}/.github/workflows/ci.yml@refs/pull/7/merge",
+        sha=merge,
+        run_id="act-pr",
+    )
+    (tmp_path / "test_suite.py").write_text(SUITE)
+    inputs = action_env(
+        tmp_path,
+        tests="test_suite.py",
+        server_url=oidc_job.service,
+        auth="oidc",
+        oidc_audience=AUDIENCE,
+        pytest_args="-p no:cacheprovider",
+    )
+    done = run_cpci(tmp_path, "action", env={**inputs, **oidc_job.env})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "cpci: uploaded" in done.stdout
+    report = httpx.get(f"{oidc_job.service}/api/v1/repos/{REPO}/pulls/7/report").json()
+    assert report["head_commit"] == head
+    assert report["baseline"]["requested_commit"] == base

@@ -4,18 +4,16 @@ token is minted before they start and uploads through a live service that checks
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
 from cpci.schema import read_results
+from tests.action.conftest import OidcJob
 from tests.github.gfm import rendered_cells
-from tests.live_server import Request, serve_answers
-from tests.server.oidc_keys import AUDIENCE, PUSH_TO_MAIN, REPO, Keys, oidc_service
-from tests.upload.support import Completed, action_env, migrated_database, run_cpci
+from tests.server.oidc_keys import AUDIENCE, REPO
+from tests.upload.support import Completed, action_env, run_cpci
 
 pytest.importorskip("torch", reason="test mode runs a torchrun world")
 
@@ -135,63 +133,25 @@ def test_no_rank_sees_a_credential(cpci_dist):
 """
 
 
-@pytest.fixture
-def oidc_job(tmp_path: Path) -> Iterator[tuple[dict[str, str], list[str]]]:
-    """A push to main with `id-token: write`: GitHub's token endpoint on loopback, minting
-    tokens a live service trusts; yields the job's variables and the endpoint's log."""
-    keys, minted = Keys(), []
-    job = {"GITHUB_REPOSITORY": REPO, "GITHUB_SHA": "d" * 40, "GITHUB_RUN_ID": "act-oidc"}
-
-    def answer(request: Request) -> tuple[int, bytes]:
-        if request.path == "/count":
-            return 200, json.dumps({"minted": len(minted)}).encode()
-        minted.append(request.headers["authorization"])
-        claims = {**PUSH_TO_MAIN, "sha": job["GITHUB_SHA"], "run_id": job["GITHUB_RUN_ID"]}
-        return 200, json.dumps({"value": keys.token(**claims)}).encode()
-
-    database = migrated_database(tmp_path)
-    with (
-        serve_answers(answer) as endpoint,
-        oidc_service(db_url=database.url, keys=keys, engine=database.engine) as service,
-    ):
-        yield (
-            {
-                **job,
-                "GITHUB_EVENT_NAME": "push",
-                "GITHUB_REF_NAME": "main",
-                "RUNNER_TEMP": str(tmp_path / "temp"),
-                "CPCI_TEST_SERVICE": service,
-                "ACTIONS_ID_TOKEN_REQUEST_URL": f"{endpoint}/idtoken?api-version=2.0",
-                "ACTIONS_ID_TOKEN_REQUEST_TOKEN": "request-secret",
-                # Set by the workflow for its tests: theirs to keep.
-                "GITHUB_TOKEN": "ghs_the_workflows_own",
-                "PROBE_URL": f"{endpoint}/count",
-            },
-            minted,
-        )
-    database.engine.dispose()
-
-
 def test_the_tests_see_no_credential_and_cpci_mints_its_token_before_them(
-    tmp_path: Path, oidc_job: tuple[dict[str, str], list[str]]
+    tmp_path: Path, oidc_job: OidcJob
 ) -> None:
-    job, minted = oidc_job
     (tmp_path / "test_secrets.py").write_text(SECRETS_SUITE)
-    service = job.pop("CPCI_TEST_SERVICE")
     inputs = action_env(
         tmp_path,
         tests="test_secrets.py",
-        server_url=service,
+        server_url=oidc_job.service,
         auth="oidc",
         oidc_audience=AUDIENCE,
         token="cpci_an_input_the_tests_must_not_see",
         github_token="ghs_an_input_the_tests_must_not_see",
         pytest_args="-p no:cacheprovider",
     )
-    done = run_cpci(tmp_path, "action", env={**inputs, **job})
+    workflows_own = {"GITHUB_TOKEN": "ghs_the_workflows_own"}  # set for its tests: theirs
+    done = run_cpci(tmp_path, "action", env={**inputs, **oidc_job.env, **workflows_own})
     assert done.returncode == 0, done.stdout + done.stderr
     assert "2 passed" in done.stdout
     assert "cpci: uploaded 2 result(s)" in done.stdout
-    assert minted == ["bearer request-secret"]  # once, before the tests; reused by the upload
-    summary = httpx.get(f"{service}/api/v1/repos/{REPO}/runs/act-oidc").json()
+    assert oidc_job.minted == ["bearer request-secret"]  # once, before the tests; then reused
+    summary = httpx.get(f"{oidc_job.service}/api/v1/repos/{REPO}/runs/act-oidc").json()
     assert summary["outcomes"] == {"passed": 2}
