@@ -17,7 +17,7 @@ from cpci.github.webhooks import sign, signature_ok
 from cpci.server.core.db import create_db_engine
 from cpci.server.core.migrate import upgrade
 from cpci.server.crud.github import load_pull_state
-from cpci.server.models import GitHubDelivery
+from cpci.server.models import GitHubDelivery, Repository
 from tests.github.contract import require_reference, webhook_schema
 from tests.github.fake_github import FakeGitHub
 from tests.github.service_bot import (
@@ -131,8 +131,9 @@ def test_other_events_are_accepted_and_ignored(bot: Bot, name: str) -> None:
     ],
 )
 def test_workflow_run_completed_finalises_the_verdict(bot: Bot, payload: str) -> None:
-    """With the PR listed in the payload, or (a fork's run lists none) found by its head commit."""
-    bot.upload(OCTO, PR_BASE, {"p2p": "passed", "a2a": "passed"}, branch="main")
+    """With the PR listed in the payload, or (a fork's run lists none) found by its head commit.
+    The base runs on `master`: the payload's repository's default branch, so the trusted one."""
+    bot.upload(OCTO, PR_BASE, {"p2p": "passed", "a2a": "passed"}, branch="master")
     bot.upload(
         OCTO, RUN_HEAD, {"p2p": "passed", "a2a": "failed"}, pull_request=2, base_commit=PR_BASE
     )
@@ -148,6 +149,9 @@ def test_workflow_run_completed_finalises_the_verdict(bot: Bot, payload: str) ->
     [check] = bot.fake.check_runs.values()
     assert (check["status"], check["conclusion"]) == ("completed", "failure")
     assert bot.deliveries() == [("d-run", "done")]
+    with Session(bot.engine) as session:
+        repo = session.exec(select(Repository).where(Repository.name == OCTO)).one()
+    assert repo.default_branch == "master"
 
 
 def test_github_failure_is_recorded_on_the_delivery(bot: Bot) -> None:

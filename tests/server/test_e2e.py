@@ -99,10 +99,12 @@ def test_db_cli_reports_and_applies_migrations(
         out, err = capsys.readouterr()
         return code, out, err
 
-    code, _, err = run("token", "create", REPO)
+    assert "at none (behind" in run("db", "current")[1]
+    code, out, _ = run("db", "upgrade", "--revision", "0006")
+    assert (code, "at 0006 (behind" in out) == (0, True)
+    code, _, err = run("token", "create", REPO)  # behind, not empty: never upgraded unasked
     assert code == 1
     assert "run `cpci db upgrade`" in err
-    assert "at none (behind" in run("db", "current")[1]
     code, out, _ = run("db", "upgrade")
     assert code == 0
     assert "up to date" in out
