@@ -140,6 +140,8 @@ def pull_request_section(view: PullSectionView) -> ReportSectionPage:
     responses={
         403: {"description": "the credential has no branch rights, or the branch is untrusted"},
         409: {"description": "a link contradicts a stored one"},
+        413: {"description": "the body is over CPCI_MAX_BODY_BYTES"},
+        422: {"description": "the body is not an Ancestry, or nests too deeply"},
     },
 )
 def commits(
