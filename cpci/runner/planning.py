@@ -14,7 +14,7 @@ import pytest
 
 from cpci.runner.protocol import BACKENDS, Backend
 from cpci.runner.testcases import HARNESS_CASE
-from cpci.schema import JSONScalar
+from cpci.schema import MAX_NODEID_LENGTH, JSONScalar
 
 MARKER = "cpci"
 MARKER_HELP = (
@@ -96,6 +96,7 @@ def spec_for(item: pytest.Item, *, default_timeout: float, backend: Backend) -> 
         raise PlanningError(
             f"cpci marker backend must be one of {', '.join(BACKENDS)}, got {chosen_backend!r}"
         )
+    _check_nodeid(item.nodeid)
     return ConfigSpec(
         nodeid=item.nodeid,
         path=str(item.path),
@@ -104,6 +105,17 @@ def spec_for(item: pytest.Item, *, default_timeout: float, backend: Backend) -> 
         timeout=float(timeout),
         params=_params(item),
     )
+
+
+def _check_nodeid(nodeid: str) -> None:
+    """A config's node id must fit a results line: checked here, so that config fails alone."""
+    fix = "give its parameters shorter ids (pytest.param(..., id=...) or parametrize(ids=...))"
+    if len(nodeid) > MAX_NODEID_LENGTH:
+        raise PlanningError(
+            f"node id is {len(nodeid)} characters, the results' limit is {MAX_NODEID_LENGTH}: {fix}"
+        )
+    if "\x00" in nodeid:
+        raise PlanningError(f"node id holds a NUL character, which results cannot store: {fix}")
 
 
 def _world_size_parameter(item: pytest.Item, name: str) -> int:

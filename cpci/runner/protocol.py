@@ -23,7 +23,7 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from cpci.schema import RankError
+from cpci.schema import Finite, MetricName, RankError
 
 #: The process-group backends a world can run on.
 Backend = Literal["gloo", "nccl"]
@@ -139,19 +139,23 @@ class RankPayload(_Message):
     outcome: LocalOutcome
     reports: list[SerializedReport]
     errors: list[RankError]
-    metrics: dict[str, float]
+    metrics: dict[MetricName, Finite]
 
 
 class AgreedRecord(_Message):
-    """One config's outcome as all its ranks agreed on it: rank 0's line in `outcomes.jsonl`."""
+    """One config's outcome as all its ranks agreed on it: rank 0's line in `outcomes.jsonl`.
+
+    Bounded as a results line is, so one the parent reads always makes a valid `ResultRecord`;
+    a line it cannot read fails its config alone (`cpci.runner.world`).
+    """
 
     index: int
     outcome: LocalOutcome
-    duration_s: float
+    duration_s: Finite = Field(ge=0)
     rank_errors: list[RankError] = Field(description="every failing rank's errors")
     reports: list[SerializedReport] = Field(description="the reports of the rank shown to users")
     report_rank: int
-    metrics: dict[str, float] = Field(description="each metric's max over the ranks")
+    metrics: dict[MetricName, Finite] = Field(description="each metric's max over the ranks")
 
 
 def parse_agreed_record(line: bytes) -> AgreedRecord:

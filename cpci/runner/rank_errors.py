@@ -18,11 +18,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from cpci.schema import RankError
+from pydantic import ValidationError
 
-#: RankError's bounds (cpci.schema): notes are clipped to them rather than refused.
-MESSAGE_MAX = 2_000
-DETAIL_MAX = 200_000
+from cpci.schema import MAX_DETAIL_LENGTH, MAX_MESSAGE_LENGTH, RankError
+
+#: Fields named in a refusal's message; its detail has every one.
+_NAMED_FIELDS = 3
+#: Characters of a field's key (e.g. a metric's name) quoted in a refusal's message.
+_KEY_SHOWN = 40
 
 
 def first_failing_first(
@@ -50,8 +53,8 @@ def error_line(text: str) -> str:
     lines = [line for line in text.splitlines() if line.strip()]
     errors = [line[1:].strip() for line in lines if line.startswith("E ")]
     if errors:
-        return errors[0][:MESSAGE_MAX]
-    return (lines[-1].strip() if lines else "")[:MESSAGE_MAX]
+        return errors[0][:MAX_MESSAGE_LENGTH]
+    return (lines[-1].strip() if lines else "")[:MAX_MESSAGE_LENGTH]
 
 
 def rank_error(rank: int, phase: str, detail: str, message: str | None = None) -> RankError:
@@ -62,10 +65,41 @@ def rank_error(rank: int, phase: str, detail: str, message: str | None = None) -
     """
     headline = error_line(detail) if message is None else message
     return RankError(
-        rank=rank, phase=phase, message=headline[:MESSAGE_MAX], detail=detail[:DETAIL_MAX]
+        rank=rank,
+        phase=phase,
+        message=headline[:MAX_MESSAGE_LENGTH],
+        detail=detail[:MAX_DETAIL_LENGTH],
     )
 
 
 def world_note(phase: str, message: str, detail: str = "") -> RankError:
     """A world-level entry (rank -1) written by the runner itself."""
     return rank_error(-1, phase, detail, message)
+
+
+def refusal(rank: int, what: str, exc: ValidationError) -> RankError:
+    """An entry saying cpci could not accept `what` (a rank's payload, the ranks' record of a
+    config), naming each field the schema refused and why, so that the config it belongs to fails
+    with the reason rather than the group it ran in.
+
+    `rank` is the rank whose view was refused, or -1 for the record as a whole.
+    """
+    problems = exc.errors()
+    named = "; ".join(f"{_field(p['loc'])}: {p['msg']}" for p in problems[:_NAMED_FIELDS])
+    more = len(problems) - _NAMED_FIELDS
+    message = f"cpci could not accept {what}: {named}" + (f" (and {more} more)" if more > 0 else "")
+    return rank_error(rank, "world", f"{message}\n{exc}", message)
+
+
+def _field(loc: tuple[int | str, ...]) -> str:
+    """A refused field's place: `rank_errors[0].message`, `metrics.mmm... (key)`; long keys cut."""
+    text = ""
+    for part in loc:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        elif part == "[key]":
+            text += " (key)"
+        else:
+            shown = part if len(part) <= _KEY_SHOWN else f"{part[:_KEY_SHOWN]}..."
+            text += f".{shown}" if text else shown
+    return text

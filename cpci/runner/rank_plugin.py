@@ -20,7 +20,7 @@ from cpci.runner.agreement import local_outcome
 from cpci.runner.config_state import ConfigState
 from cpci.runner.control_plane import ControlPlane
 from cpci.runner.default_group import DefaultGroup
-from cpci.runner.dist import DistContext
+from cpci.runner.dist import DistContext, metric_problem
 from cpci.runner.feed import FeedReader
 from cpci.runner.journal import JournalWriter
 from cpci.runner.protocol import Begin, End, PlanEntry, RankPayload, WorldPlan
@@ -104,6 +104,7 @@ class RankPlugin:
             with ConfigState(entry.nodeid):
                 item.ihook.pytest_runtest_protocol(item=item, nextitem=nextitem)
             self._reset(item)
+            self._keep_metrics(item)
             payload = self._payload()
             failed_t = min((r.stop for r in self._reports if r.failed), default=None)
         end = End(
@@ -124,19 +125,35 @@ class RankPlugin:
             self._config.hook.pytest_cpci_reset(config_nodeid=item.nodeid)
         except Exception:
             text = f"pytest_cpci_reset failed after {item.nodeid}:\n{traceback.format_exc()}"
-            now = time.time()
-            report = pytest.TestReport(
-                item.nodeid,
-                item.location,
-                dict.fromkeys(item.keywords, 1),
-                "failed",
-                text,
-                "teardown",
-                duration=now - started,
-                start=started,
-                stop=now,
-            )
-            item.ihook.pytest_runtest_logreport(report=report)  # recorded like any report
+            self._teardown_error(item, text, started)
+
+    def _keep_metrics(self, item: pytest.Item) -> None:
+        """Drop the metrics the results cannot hold (a test wrote them into `cpci_dist.metrics`
+        itself, past `record_metric`'s checks); each one dropped is a teardown error of `item`."""
+        problems = [p for n, v in self._context.metrics.items() if (p := metric_problem(n, v))]
+        if not problems:
+            return
+        self._context.metrics = {
+            n: v for n, v in self._context.metrics.items() if metric_problem(n, v) is None
+        }
+        text = f"cpci cannot keep the metrics {item.nodeid} recorded:\n" + "\n".join(problems)
+        self._teardown_error(item, text, time.time())
+
+    def _teardown_error(self, item: pytest.Item, text: str, started: float) -> None:
+        """Record a failed teardown report of `item`, as pytest records any report."""
+        now = time.time()
+        report = pytest.TestReport(
+            item.nodeid,
+            item.location,
+            dict.fromkeys(item.keywords, 1),
+            "failed",
+            text,
+            "teardown",
+            duration=now - started,
+            start=started,
+            stop=now,
+        )
+        item.ihook.pytest_runtest_logreport(report=report)
 
     def _payload(self) -> RankPayload:
         assert self._config is not None

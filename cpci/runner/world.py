@@ -6,11 +6,13 @@ and gets them through its feed (`cpci.runner.feed`), a few ahead of the config i
 the ranks write (journals, the agreed outcomes) and enforces each config's timeout: a hung config
 gets every rank's Python stack dumped (SIGUSR1 -> faulthandler), and NCCL's flight recorder asked
 for its record of the collectives (`cpci.runner.nccl_diagnostics`), before the whole process tree
-is killed. A rank that dies is named with its exit code or signal and the tail of its log.
+is killed. A rank that dies is named with its exit code or signal and the tail of its log. A
+line of the agreed outcomes the parent cannot accept is an `error` of its config alone.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -18,6 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
+
+from pydantic import ValidationError
 
 from cpci.runner import nccl_diagnostics
 from cpci.runner.feed import LOOKAHEAD, FeedWriter
@@ -34,7 +38,7 @@ from cpci.runner.protocol import (
     parse_agreed_record,
     parse_journal_event,
 )
-from cpci.runner.rank_errors import first_failing_first, rank_error, world_note
+from cpci.runner.rank_errors import first_failing_first, rank_error, refusal, world_note
 from cpci.runner.rank_exit import how_it_ended
 from cpci.runner.world_dir import WorldDir
 from cpci.schema import FAILING_OUTCOMES, RankError
@@ -159,12 +163,36 @@ class World:
         watch.update()  # journals first: a config's begin precedes its outcome
         if self.started_s is None and watch.first_begin is not None:
             self.started_s = max(0.0, watch.first_begin - launched)
-        for agreed in watch.agreed.read_new():
+        for line in watch.agreed.read_new():
+            agreed = line if isinstance(line, AgreedRecord) else self._refused(watch, line)
+            if agreed is None:
+                continue
             watch.finished.add(agreed.index)
             ordered = first_failing_first(agreed.rank_errors, watch.failed_at(agreed.index))
             on_outcome(
                 self.configs[agreed.index], agreed.model_copy(update={"rank_errors": ordered})
             )
+
+    def _refused(self, watch: _Watch, line: _Refused) -> AgreedRecord | None:
+        """An `error` for the config of a line the parent could not accept: the config it names,
+        else the one in flight (rank 0 writes each config's line before the next begins)."""
+        if line.index is not None and line.index in self.fed and line.index not in watch.finished:
+            index = line.index
+        else:
+            current = watch.in_flight()
+            if current is None:
+                return None  # no config is waiting for it: nothing is lost
+            index = current[0]
+        elapsed = max(0.0, time.time() - watch.begun.get(index, time.time()))
+        return AgreedRecord(
+            index=index,
+            outcome="error",
+            duration_s=elapsed,
+            rank_errors=[line.error],
+            reports=[],
+            report_rank=0,
+            metrics={},
+        )
 
     def kill(self) -> None:
         """Kill the world's whole process tree (safe to call twice, from any thread)."""
@@ -286,11 +314,32 @@ class World:
         return 0.0 if culprit is None else max(0.0, time.time() - watch.begun[culprit])
 
 
+@dataclass(frozen=True)
+class _Refused:
+    """A line of the outcomes file the parent cannot accept (written by a rank 0 of an older
+    cpci, or by a test), with the plan index it names, if it names one."""
+
+    index: int | None
+    error: RankError
+
+
+def _agreed_line(line: bytes) -> AgreedRecord | _Refused:
+    try:
+        return parse_agreed_record(line)
+    except ValidationError as exc:
+        error = refusal(-1, "the ranks' record of this config", exc)
+    try:
+        index = json.loads(line).get("index")
+    except (ValueError, AttributeError):
+        index = None
+    return _Refused(index if type(index) is int else None, error)
+
+
 class _Watch:
     """What the parent has learnt from the world's journals so far."""
 
     def __init__(self, world_dir: WorldDir, world_size: int) -> None:
-        self.agreed = JournalReader(world_dir.agreed, parse_agreed_record)
+        self.agreed = JournalReader(world_dir.agreed, _agreed_line)
         self._journals = {
             r: JournalReader(world_dir.journal(r), parse_journal_event) for r in range(world_size)
         }

@@ -20,6 +20,7 @@ from cpci.schema.envelope import (
 from cpci.schema.fields import (
     INT32_MAX,
     MAX_LEG_LENGTH,
+    MAX_METRIC_NAME_LENGTH,
     MAX_SHARDS,
     CommitSha,
     Finite,
@@ -50,6 +51,9 @@ from cpci.schema.pull_report import (
 from cpci.schema.receipts import UploadReceipt, UploadStatus
 from cpci.schema.results import (
     FAILING_OUTCOMES,
+    MAX_DETAIL_LENGTH,
+    MAX_MESSAGE_LENGTH,
+    MAX_NODEID_LENGTH,
     NOT_RUN_OUTCOMES,
     OUTCOMES,
     RESULT_SCHEMA,
@@ -90,7 +94,11 @@ __all__ = [
     "FIRST_LINE_MAX",
     "GATING",
     "INT32_MAX",
+    "MAX_DETAIL_LENGTH",
     "MAX_LEG_LENGTH",
+    "MAX_MESSAGE_LENGTH",
+    "MAX_METRIC_NAME_LENGTH",
+    "MAX_NODEID_LENGTH",
     "MAX_SHARDS",
     "NOT_RUN_OUTCOMES",
     "OUTCOMES",

@@ -12,7 +12,10 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field
 
 JSONScalar = str | int | float | bool | None
-MetricName = Annotated[str, Field(min_length=1, max_length=200)]
+#: A metric's name is 1 to this many characters; the runner refuses a longer one where a test
+#: records it (`cpci.runner.dist`), so one name costs its config, not its world's records.
+MAX_METRIC_NAME_LENGTH = 200
+MetricName = Annotated[str, Field(min_length=1, max_length=MAX_METRIC_NAME_LENGTH)]
 #: NaN and infinities are refused at the door: they break comparisons, drift analysis and
 #: PostgreSQL's JSON columns alike.
 Finite = Annotated[float, Field(allow_inf_nan=False)]

@@ -16,6 +16,12 @@ from cpci.schema.fields import INT32_MAX, Finite, Identity, JSONScalar, MetricNa
 
 RESULT_SCHEMA = "cpci.result/1"
 
+#: Bounds of a result's texts. The runner checks what it plans (node ids) and clips what ranks
+#: write (messages, details) to them where they are made, so no record is refused for its length.
+MAX_NODEID_LENGTH = 2_000
+MAX_MESSAGE_LENGTH = 2_000
+MAX_DETAIL_LENGTH = 200_000
+
 Outcome = Literal[
     "passed", "failed", "skipped", "xfailed", "xpassed", "error", "crashed", "timeout", "not_run"
 ]
@@ -47,8 +53,8 @@ class RankError(WireModel):
 
     rank: int = Field(le=INT32_MAX, ge=-1, description="rank, or -1 for the world as a whole")
     phase: str = Field(description="setup, call, teardown, or world (crash, timeout)")
-    message: str = Field(max_length=2_000)
-    detail: str = Field(default="", max_length=200_000)
+    message: str = Field(max_length=MAX_MESSAGE_LENGTH)
+    detail: str = Field(default="", max_length=MAX_DETAIL_LENGTH)
 
 
 class BatchInfo(WireModel):
@@ -72,7 +78,7 @@ class ResultRecord(WireModel):
     """One config's outcome: one line of the runner's JSON-lines results file."""
 
     schema_: Literal["cpci.result/1"] = Field(default="cpci.result/1", alias="schema")
-    nodeid: Identity = Field(min_length=1, max_length=2_000)
+    nodeid: Identity = Field(min_length=1, max_length=MAX_NODEID_LENGTH)
     world_size: int = Field(le=INT32_MAX, ge=1)
     backend: str | None = None
     params: dict[str, JSONScalar] = Field(default_factory=dict)

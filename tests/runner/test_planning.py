@@ -1,6 +1,9 @@
-"""Configs are grouped by world size and backend, in collection order: one queue per group."""
+"""Configs are grouped by world size and backend, in collection order: one queue per group; a
+config whose node id no results line can hold fails alone, at planning."""
 
 from __future__ import annotations
+
+import pytest
 
 from cpci.runner.planning import ConfigSpec, make_groups
 from cpci.runner.protocol import Backend
@@ -27,3 +30,26 @@ def test_grouped_by_world_size_and_backend_in_first_seen_order() -> None:
 
 def test_no_configs_no_groups() -> None:
     assert make_groups([]) == []
+
+
+def test_a_node_id_too_long_for_the_results_fails_its_config_alone(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.cpci(world_size=2)
+        @pytest.mark.parametrize("case", ["x" * 2000, "short"], ids=["x" * 2000, "short"])
+        def test_cases(case, cpci_dist):
+            pass
+        """
+    )
+    result = pytester.runpytest_subprocess("-rA")
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*node id is 2??? characters, the results' limit is 2000: give its parameters "
+            "shorter ids (pytest.param(..., id=...) or parametrize(ids=...))*"
+        ]
+    )

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from cpci.runner.rank_errors import (
-    DETAIL_MAX,
-    MESSAGE_MAX,
     error_line,
     first_failing_first,
     rank_error,
+    refusal,
     world_note,
 )
-from cpci.schema import RankError
+from cpci.schema import MAX_DETAIL_LENGTH, MAX_MESSAGE_LENGTH, RankError, ResultRecord
 from tests.runner.helpers import RANK1_SEGFAULTS, by_nodeid, results, run_pytest
 
 
@@ -33,9 +34,9 @@ def test_earliest_failure_first_then_ranks_without_a_time_then_the_world() -> No
 
 
 def test_a_world_note_too_long_for_the_schema_is_clipped_not_refused() -> None:
-    note = world_note("isolation", "m" * (MESSAGE_MAX + 5), "d" * (DETAIL_MAX + 5))
+    note = world_note("isolation", "m" * (MAX_MESSAGE_LENGTH + 5), "d" * (MAX_DETAIL_LENGTH + 5))
     assert (note.rank, note.phase) == (-1, "isolation")
-    assert (len(note.message), len(note.detail)) == (MESSAGE_MAX, DETAIL_MAX)
+    assert (len(note.message), len(note.detail)) == (MAX_MESSAGE_LENGTH, MAX_DETAIL_LENGTH)
 
 
 def test_error_line_prefers_the_first_e_line_of_a_pytest_traceback() -> None:
@@ -49,13 +50,28 @@ def test_error_line_prefers_the_first_e_line_of_a_pytest_traceback() -> None:
 
 
 def test_a_rank_error_takes_its_first_line_and_is_clipped_to_the_schema() -> None:
-    traceback = "E   " + "x" * (MESSAGE_MAX + 5) + "\n" + "frame\n" * DETAIL_MAX
+    traceback = "E   " + "x" * (MAX_MESSAGE_LENGTH + 5) + "\n" + "frame\n" * MAX_DETAIL_LENGTH
     error = rank_error(1, "call", traceback)
     assert (error.rank, error.phase) == (1, "call")
-    assert error.message == "x" * MESSAGE_MAX
-    assert error.detail == traceback[:DETAIL_MAX]
+    assert error.message == "x" * MAX_MESSAGE_LENGTH
+    assert error.detail == traceback[:MAX_DETAIL_LENGTH]
     named = rank_error(0, "world", "the whole log", "rank 0 was killed by SIGSEGV")
     assert (named.message, named.detail) == ("rank 0 was killed by SIGSEGV", "the whole log")
+
+
+def test_a_refusal_names_each_refused_field_and_keeps_the_whole_error() -> None:
+    bad = {"nodeid": "t", "world_size": 2, "outcome": "passed", "duration_s": -1.0}
+    bad["metrics"] = {"m" * 201: 1.0, "a": 1.0, "b": 2.0, "c": 3.0}
+    try:
+        ResultRecord.model_validate(bad)
+    except ValidationError as exc:
+        error = refusal(-1, "the record", exc)
+    assert (error.rank, error.phase) == (-1, "world")
+    assert error.message == (
+        "cpci could not accept the record: duration_s: Input should be greater than or equal to "
+        f"0; metrics.{'m' * 40}... (key): String should have at most 200 characters"
+    )
+    assert "2 validation errors for ResultRecord" in error.detail
 
 
 SUITE = (
