@@ -12,7 +12,9 @@ that group to take; a fresh world takes its place. A crash with a culprit is pro
 used up), so only worlds that end before finishing or being blamed for any config (start-up
 failures) count against `max_respawns`, and only in a row: after more than `max_respawns` such
 worlds the group gives up and its queued configs are `not_run` with the reason
-(`cpci.runner.group_queue`).
+(`cpci.runner.group_queue`). An error of the scheduler itself while it runs a world ends that
+world the same way: the records already sent stand, and only what it took without a record goes
+back to the queue (or is `not_run`, once the group gives up).
 
 A config that failed is then rerun or isolated as `cpci.runner.attempts` says, each attempt in a
 fresh world of its own with a fixed list of configs; reruns are taken once no queue has configs.
@@ -50,9 +52,11 @@ class _Rerun:
 
 @dataclass
 class _Fed:
-    """What one pool world took from its queue (for the cap, and for a scheduler error)."""
+    """What one pool world took from its queue (for the cap, and for a scheduler error), and
+    what the group gave up when the world ended (once the queue took its end into account)."""
 
     taken: list[int] = field(default_factory=list)
+    given_up: list[int] | None = None
 
 
 class Scheduler:
@@ -154,13 +158,30 @@ class Scheduler:
         try:
             self._feed_one_world(queue, fed)
         except Exception as exc:  # never leave pytest waiting for a result that cannot come
-            with self._lock:
-                stranded = [*fed.taken, *queue.queued]
-                queue.queued.clear()  # the group stops here: its worlds take no more
-            self._give_up(queue.group, stranded, f"cpci scheduler error: {exc!r}")
+            self._after_error(queue, fed, f"cpci scheduler error: {exc!r}")
         finally:
             with self._lock:
                 queue.live -= 1
+
+    def _after_error(self, queue: GroupQueue, fed: _Fed, why: str) -> None:
+        """A scheduler error ended a pool world: it ends like a world that died without a culprit.
+
+        Configs with a record keep it (a rerun it queued still runs); those the world took without
+        one go back to the front of the queue; only when the group gives up (more than
+        `max_respawns` worlds in a row ended without a record) are they and the queue `not_run`.
+        """
+        group = queue.group
+        with self._lock:
+            if fed.given_up is None:  # the queue has not taken this world's end into account
+                recorded = {i for i in fed.taken if group.configs[i].nodeid in self._last}
+                back = [i for i in fed.taken if i not in recorded and i not in queue.queued]
+                failure = WorldFailure("crashed", None, 0.0, [], why)
+                ended = WorldResult(None, 0.0, recorded, failure, fed=back)
+                fed.given_up = queue.world_ended(ended, self._max_respawns)
+            stranded, fruitless = fed.given_up, queue.fruitless
+            self._lock.notify_all()
+        if stranded:
+            self._give_up(group, stranded, _give_up_reason(fruitless, self._max_respawns, why))
 
     def _feed_one_world(self, queue: GroupQueue, fed: _Fed) -> None:
         group = queue.group
@@ -189,25 +210,29 @@ class Scheduler:
             result, _ = self._watch(world, group, world_no, attempt=1, log=True)
         finally:
             release()
-        self._after_pool_world(queue, world, world_no, result)
+        self._after_pool_world(queue, fed, world, world_no, result)
 
     def _after_pool_world(
-        self, queue: GroupQueue, world: World, world_no: int, result: WorldResult
+        self, queue: GroupQueue, fed: _Fed, world: World, world_no: int, result: WorldResult
     ) -> None:
         group = queue.group
         failure = result.failure
         if failure is not None and failure.culprit is not None:
             self._ended_world(group, world, world_no, 1, failure.culprit, failure)
         with self._lock:
-            stranded = queue.world_ended(result, self._max_respawns)
+            stranded = fed.given_up = queue.world_ended(result, self._max_respawns)
             fruitless, requeued = queue.fruitless, bool(queue.queued)
             self._lock.notify_all()
         if failure is None:
             return
         if stranded:
-            why = _give_up_reason(fruitless, self._max_respawns, failure)
+            # Like those before it, its last world ended before finishing or being blamed for a
+            # config: a rank died or hung before the first config was done, a start-up failure.
+            why = f"world start-up failed: {failure.reason}"
+            message = _give_up_reason(fruitless, self._max_respawns, why)
+            detail = "\n".join(e.detail or e.message for e in failure.errors)
             for index in stranded:
-                self._not_run(group, group.configs[index], world_no, 1, *why, log=True)
+                self._not_run(group, group.configs[index], world_no, 1, message, detail, log=True)
         elif requeued:
             with self.stats.lock:
                 self.stats.respawns += 1  # a fresh world takes the rest of the queue
@@ -235,22 +260,21 @@ class Scheduler:
             with self.stats.lock:
                 self.stats.test_s += agreed.duration_s
 
+        if self._stopping.is_set():
+            with self._lock:
+                self._live.discard(world)
+            return WorldResult(None, 0.0, set(), None), attempts
+        with self.stats.lock:
+            self.stats.running += 1
         try:
-            if self._stopping.is_set():
-                return WorldResult(None, 0.0, set(), None), attempts
-            with self.stats.lock:
-                self.stats.running += 1
-            try:
-                result = world.run(on_outcome)
-            finally:
-                with self.stats.lock:
-                    self.stats.running -= 1
+            result = world.run(on_outcome)
         finally:
             with self._lock:
                 self._live.discard(world)
-        with self.stats.lock:
-            self.stats.worlds += 1
-            self.stats.init_s += result.started_s or 0.0
+            with self.stats.lock:  # counted however it ended (a scheduler error included)
+                self.stats.running -= 1
+                self.stats.worlds += 1
+                self.stats.init_s += world.started_s or 0.0
         return result, attempts
 
     def _attempt(self, ran: Delivery, world: World, index: int) -> Attempt:
@@ -323,14 +347,26 @@ class Scheduler:
     def _send(self, sent: Delivery) -> None:
         """Hand a record on; once a config's final record went out, nothing more of it does (a
         scheduler error settles a config whose rerun is still queued, and the rerun may yet
-        run: pytest and the results file get one verdict per config)."""
+        run: pytest and the results file get one verdict per config). A record `deliver` fails
+        on was not sent: its config is left as it was, for the scheduler error to requeue."""
+        nodeid = sent.spec.nodeid
         with self._lock:
-            if sent.spec.nodeid in self._reported:
+            if nodeid in self._reported:
                 return
-            self._last[sent.spec.nodeid] = sent
+            before = self._last.get(nodeid)
+            self._last[nodeid] = sent
             if sent.final:
-                self._reported.add(sent.spec.nodeid)
-        self._deliver(sent)
+                self._reported.add(nodeid)
+        try:
+            self._deliver(sent)
+        except BaseException:
+            with self._lock:
+                self._reported.discard(nodeid)
+                if before is None:
+                    del self._last[nodeid]
+                else:
+                    self._last[nodeid] = before
+            raise
 
     # -- reruns --------------------------------------------------------------------------------
     def _rerun(self, group: Group, first: Attempt) -> None:
@@ -396,19 +432,14 @@ def _where(group: Group, world_no: int, attempt: int, start_s: float | None = No
     return Where(attempt=attempt, backend=group.backend, batch=info)
 
 
-def _give_up_reason(fruitless: int, max_respawns: int, failure: WorldFailure) -> tuple[str, str]:
-    """(message, detail) for the configs left when a group gives up.
-
-    Its last world, like those before it, ended before finishing or being blamed for a config:
-    a rank died or hung before the first config was done, which is a start-up failure.
-    """
+def _give_up_reason(fruitless: int, max_respawns: int, why: str) -> str:
+    """The message of the configs left when a group gives up after `fruitless` worlds in a row
+    ended without running a config, the last one because of `why`."""
     worlds = "its world" if fruitless == 1 else f"{fruitless} worlds in a row"
-    message = (
-        f"world start-up failed: {failure.reason} ({worlds} ended without running a config; "
+    return (
+        f"{why} ({worlds} ended without running a config; "
         f"--cpci-max-respawns {max_respawns}: the group gave up)"
     )
-    detail = "\n".join(e.detail or e.message for e in failure.errors)
-    return message, detail
 
 
 def _alone_reason(failure: WorldFailure | None) -> tuple[str, str]:

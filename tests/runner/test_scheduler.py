@@ -1,5 +1,5 @@
 """Planning errors stay with their config; several worlds at once; progress while waiting; one
-final record per config."""
+final record per config; a scheduler error costs only the configs it could not run."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from cpci.runner.scheduler import Scheduler
 from cpci.runner.slots import Slots
 from cpci.runner.world import WorldLaunch
 from cpci.schema import BatchInfo
-from tests.runner.helpers import worlds_started
+from tests.runner.helpers import by_nodeid, results, worlds_started
 
 
 def test_a_config_that_cannot_be_planned_fails_alone(pytester: pytest.Pytester) -> None:
@@ -96,3 +96,94 @@ def test_a_config_gets_one_final_record_even_when_it_is_settled_twice(tmp_path: 
     scheduler._send(replace(first, final=True))  # the rerun, late
     assert [d.final for d in delivered] == [False, True]
     assert delivered[1].note == "reruns stopped: cpci scheduler error: boom"
+
+
+#: A parent-side conftest: delivering the records of `test_c` (those that ran) fails, as a
+#: scheduler error would, `FAILS` times (every time when "always").
+FAILING_DELIVERY = """
+import os
+
+from cpci.runner.session import BatchedSession
+
+FAILS = os.environ["FAILS"]
+deliver = BatchedSession._deliver
+failures = []
+
+
+def failing_deliver(self, sent):
+    ran = sent.record.outcome != "not_run"
+    if sent.spec.nodeid.endswith("test_c") and ran and (FAILS == "always" or not failures):
+        failures.append(sent)
+        raise OSError("the results file could not be written")
+    deliver(self, sent)
+
+
+BatchedSession._deliver = failing_deliver
+"""
+
+ERROR_SUITE = """
+import pytest
+
+@pytest.mark.cpci(world_size=2)
+def test_a(cpci_dist):
+    pass
+
+@pytest.mark.cpci(world_size=2)
+def test_b(cpci_dist):
+    assert False, "a real failure"
+
+@pytest.mark.cpci(world_size=2)
+def test_c(cpci_dist):
+    pass
+
+@pytest.mark.cpci(world_size=2)
+def test_d(cpci_dist):
+    pass
+"""
+
+
+def _run_with_failing_delivery(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, fails: str, *args: str
+) -> tuple[pytest.RunResult, dict[str, dict[str, object]]]:
+    pytester.makeconftest(FAILING_DELIVERY)
+    pytester.makepyfile(test_error=ERROR_SUITE)
+    monkeypatch.setenv("FAILS", fails)
+    result = pytester.runpytest_subprocess("--cpci-results=r.jsonl", *args)
+    records = by_nodeid(results(pytester.path / "r.jsonl"))
+    return result, {n.split("::")[1]: r for n, r in records.items()}
+
+
+def test_a_scheduler_error_keeps_what_was_agreed_and_requeues_the_rest(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result, records = _run_with_failing_delivery(pytester, monkeypatch, "once")
+    assert {n: r["outcome"] for n, r in records.items()} == {
+        "test_a": "passed",
+        "test_b": "failed",  # a real failure stays a failure
+        "test_c": "passed",  # its record did not get through: run again in the next world
+        "test_d": "passed",
+    }
+    assert worlds_started(result.stdout.str()) == 2
+    assert records["test_c"]["batch"]["world"] == 1  # type: ignore[index]
+    result.assert_outcomes(passed=3, failed=1)
+
+
+def test_only_what_cannot_be_requeued_is_not_run(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result, records = _run_with_failing_delivery(
+        pytester, monkeypatch, "always", "--cpci-max-respawns=1"
+    )
+    assert {n: r["outcome"] for n, r in records.items()} == {
+        "test_a": "passed",
+        "test_b": "failed",
+        "test_c": "not_run",  # its world and the next two could not deliver it: the group gave up
+        "test_d": "not_run",
+    }
+    assert worlds_started(result.stdout.str()) == 3
+    message = records["test_d"]["rank_errors"][0]["message"]  # type: ignore[index]
+    assert message.startswith("not run: cpci scheduler error: OSError('the results file could")
+    assert message.endswith(
+        "(2 worlds in a row ended without running a config; --cpci-max-respawns 1: the group "
+        "gave up)"
+    )
