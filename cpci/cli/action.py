@@ -36,15 +36,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _test_mode(settings: ActionSettings) -> int:
-    from cpci.action.process_guard import guard_this_process
-
-    guard_this_process()  # first: the tests this process starts never read its env or memory
     from cpci.action.durations_fetch import choose_durations, warning_line
+    from cpci.action.process_guard import guard_this_process
     from cpci.action.suite_mode import failure_annotations, run_suite, summary
     from cpci.action.workflow_commands import write_outputs, write_summary
     from cpci.schema import plan_path
     from cpci.upload.unsent import unsent_path
 
+    guard_this_process()  # first: what this process starts never reads its env or memory
     token = _credential(settings)  # before the tests: they never see what it is made from
     durations = choose_durations(settings, os.environ, token or _anonymous, cwd=Path.cwd())
     if durations.warning:
