@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import threading
 from typing import Any
 
@@ -11,7 +13,7 @@ from sqlalchemy import Engine, func
 from sqlalchemy.exc import OperationalError
 from sqlmodel import Session, select
 
-from cpci.schema import ENVIRONMENT_LENGTHS, Environment
+from cpci.schema import ENVIRONMENT_LENGTHS, Environment, RunEnvelope
 from cpci.server.models import Config, EnvironmentFingerprint, Result, Run, Shard
 from tests.server.databases import ClientFactory
 from tests.server.service_builders import REPO, envelope, record, upload
@@ -224,3 +226,24 @@ def test_a_shard_without_results_is_stored(client: TestClient, engine: Engine) -
     receipt = upload(client, envelope([], shard_total=2))
     assert (receipt["status"], receipt["results"]) == ("stored", 0)
     assert counts(engine) == {"Run": 1, "Shard": 1, "Config": 0, "Result": 0}
+
+
+def test_a_shard_stored_before_the_schema_grew_is_a_duplicate_when_sent_again(
+    client: TestClient, engine: Engine
+) -> None:
+    """The previous release hashed every field its schema had; a spooled upload it stored and
+    this one receives again (no base_branch, merge_commit) must not be a conflict."""
+    body = envelope([record("p2p")])
+    upload(client, body)
+    sent = RunEnvelope.model_validate(body).model_dump(mode="json", by_alias=True)
+    for added in ("base_branch", "merge_commit"):
+        del sent[added]
+    then = hashlib.sha256(json.dumps(sent, separators=(",", ":")).encode()).hexdigest()
+    with Session(engine) as session:
+        shard = session.exec(select(Shard)).one()
+        shard.body_sha256 = then
+        session.add(shard)
+        session.commit()
+    assert upload(client, body, expect=200)["status"] == "duplicate"
+    changed = client.post("/api/v1/uploads", json=envelope([record("p2p", "failed")]))
+    assert changed.status_code == 409

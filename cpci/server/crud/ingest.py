@@ -61,8 +61,24 @@ class Ingested:
 
 
 def body_sha256(envelope: RunEnvelope) -> str:
-    """A hash of the upload's validated content (blind to the body's key order and whitespace)."""
-    return hashlib.sha256(envelope.model_dump_json(by_alias=True).encode()).hexdigest()
+    """A hash of the upload's validated content, blind to the body's key order and whitespace,
+    and to fields left at their defaults: an optional field added to the schema later leaves the
+    hash of an upload that does not set it as it was, so a resend across an upgrade is a
+    duplicate, not a conflict."""
+    body = envelope.model_dump_json(by_alias=True, exclude_defaults=True)
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
+#: Envelope fields added since shards were hashed with every field (`_sha256_with_every_field`).
+_ADDED_SINCE_FULL_HASH = ("base_branch", "merge_commit")
+
+
+def _sha256_with_every_field(envelope: RunEnvelope) -> str:
+    """The hash shards were stored under before `body_sha256` left defaults out: every field of
+    the schema they were sent with (so, those added since left out when unset)."""
+    unset = {name for name in _ADDED_SINCE_FULL_HASH if getattr(envelope, name) is None}
+    body = envelope.model_dump_json(by_alias=True, exclude=unset)
+    return hashlib.sha256(body.encode()).hexdigest()
 
 
 def ingest_shard(
@@ -91,7 +107,7 @@ def ingest_shard(
     ).first()
     if existing is not None:
         assert existing.id is not None
-        if existing.body_sha256 != digest:
+        if existing.body_sha256 not in (digest, _sha256_with_every_field(envelope)):
             raise _shard_conflict(
                 session=session, envelope=envelope, stored=existing, digest=digest
             )
