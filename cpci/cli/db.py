@@ -1,9 +1,28 @@
-"""`cpci db upgrade|current`: apply or show the result service's database migrations."""
+"""`cpci db upgrade|current`: apply or show the result service's database migrations.
+
+Also the service settings every service command (`db`, `token`, `serve`) starts from: the
+environment's `CPCI_*` variables under the command's options, refused in one line naming each
+bad setting rather than with pydantic's traceback.
+"""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import re
+import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
+    from cpci.server.core.config import Settings
+
+#: Options that stand for a setting, so an error names what the user typed.
+_FLAGS = {"database_url": "--database-url", "host": "--host", "port": "--port"}
+
+
+class ServiceSettingsError(ValueError):
+    """The service settings do not validate; the message names each bad one and its value."""
 
 
 def add_database_option(parser: argparse.ArgumentParser) -> None:
@@ -14,12 +33,41 @@ def add_database_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def settings_from(args: argparse.Namespace) -> Any:
-    """Settings from the environment, with command-line options taking precedence."""
+def settings_from(args: argparse.Namespace, **overrides: Any) -> Settings:
+    """Settings from the environment, with `--database-url` and `overrides` (those not None)
+    taking precedence. Raises `ServiceSettingsError` naming every setting that is wrong."""
+    from pydantic import ValidationError
+    from pydantic_settings import SettingsError
+
     from cpci.server.core.config import Settings
 
-    overrides = {"database_url": args.database_url} if args.database_url else {}
-    return Settings(**overrides)
+    given = {"database_url": args.database_url, **overrides}
+    given = {name: value for name, value in given.items() if value is not None}
+    try:
+        return Settings(**given)
+    except ValidationError as exc:
+        raise ServiceSettingsError(_validation_problems(exc, given)) from None
+    except SettingsError as exc:  # a JSON-typed variable that is not JSON
+        field = re.search(r'field "(\w+)"', str(exc))
+        name = f"CPCI_{field.group(1).upper()}" if field else "a CPCI_* variable"
+        raise ServiceSettingsError(
+            f"{name} is not valid JSON ({exc.__cause__ or exc}): it takes a JSON list, "
+            """e.g. '["one", "two"]'"""
+        ) from None
+
+
+def _validation_problems(exc: ValidationError, given: dict[str, Any]) -> str:
+    problems = []
+    for error in exc.errors():
+        message = error["msg"].removeprefix("Value error, ")
+        if not error["loc"]:  # a rule across settings: its message names them
+            problems.append(message)
+            continue
+        field = str(error["loc"][0])
+        where = _FLAGS[field] if field in given else f"CPCI_{field.upper()}"
+        value = f"={error['input']!r}" if len(error["loc"]) == 1 else ""
+        problems.append(f"{where}{value}: {message}")
+    return "; ".join(problems)
 
 
 def register(sub: Any) -> None:
@@ -38,7 +86,11 @@ def run(args: argparse.Namespace) -> int:
     from cpci.server.core import migrate
     from cpci.server.core.db import create_db_engine
 
-    settings = settings_from(args)
+    try:
+        settings = settings_from(args)
+    except ServiceSettingsError as exc:
+        print(f"cpci db: {exc}", file=sys.stderr)
+        return 2
     engine = create_db_engine(settings.database_url)
     try:
         if args.action == "upgrade":

@@ -7,7 +7,7 @@ import logging
 import sys
 from typing import Any
 
-from cpci.cli.db import add_database_option
+from cpci.cli.db import ServiceSettingsError, add_database_option, settings_from
 
 
 def register(sub: Any) -> None:
@@ -25,29 +25,15 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import uvicorn
-    from pydantic import ValidationError
 
-    from cpci.server import Settings, create_app
+    from cpci.server import create_app
     from cpci.server.core import migrate
     from cpci.server.core.db import create_db_engine
 
-    overrides: dict[str, Any] = {
-        key: value
-        for key, value in (
-            ("database_url", args.database_url),
-            ("host", args.host),
-            ("port", args.port),
-        )
-        if value is not None
-    }
     try:
-        settings = Settings(**overrides)
-    except ValidationError as exc:
-        # Each line names the setting and the fix; a traceback would bury them.
-        for error in exc.errors():
-            where = "".join(f"CPCI_{str(part).upper()}: " for part in error["loc"][:1])
-            message = error["msg"].removeprefix("Value error, ")
-            print(f"cpci serve: {where}{message}", file=sys.stderr)
+        settings = settings_from(args, host=args.host, port=args.port)
+    except ServiceSettingsError as exc:
+        print(f"cpci serve: {exc}", file=sys.stderr)
         return 2
     engine = create_db_engine(settings.database_url)
     if settings.migrate_on_start and not args.no_migrate:

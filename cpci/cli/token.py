@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cpci.cli.db import add_database_option, settings_from
+from cpci.cli.db import ServiceSettingsError, add_database_option, settings_from
 
 REPOSITORY = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")  # as cpci.schema.RunEnvelope.repository
 
@@ -48,7 +48,11 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "create" and not REPOSITORY.fullmatch(args.target or ""):
         print(f"cpci token create needs OWNER/REPO, got {args.target or ''!r}", file=sys.stderr)
         return 2
-    settings = settings_from(args)
+    try:
+        settings = settings_from(args)
+    except ServiceSettingsError as exc:
+        print(f"cpci token: {exc}", file=sys.stderr)
+        return 2
     url = settings.database_url
     file = sqlite_file(url)
     new_file = file is not None and not file.exists()
