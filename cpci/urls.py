@@ -149,6 +149,15 @@ class Links:
         run = segment(ci_run_id)
         return f"{actions}/runs/{run}/attempts/{int(attempt)}" if run else actions
 
+    def ci_run(self, repository: str, ci_run_id: str, attempt: int) -> str | None:
+        """The run's page on GitHub if GitHub ran it, else None. GitHub's run ids are numbers
+        (an OIDC upload's is its token's `run_id`); a run uploaded from elsewhere has its own
+        (`cpci upload` gives a local upload `local-...`, the demo `demo-...`), and a link built
+        from it would lead to a page that does not exist."""
+        if not (ci_run_id.isascii() and ci_run_id.isdigit()):
+            return None
+        return self.run(repository, ci_run_id, attempt)
+
     def history(self, repository: str, key: str) -> str:
         """Where a config's history link leads: its page in the web UI."""
         return config(repository, key)

@@ -49,6 +49,7 @@ class Commit:
 
     label: str
     sha: str
+    #: Not a number: GitHub never ran these, so their pages link no GitHub run.
     run_id: str
     faults: str
     branch: str
@@ -66,10 +67,12 @@ def _main_commits() -> tuple[Commit, ...]:
         ("main~1", f"slow={FLAKY}"),
     ]
     commits = [
-        Commit(label, _sha(label), str(1001 + i), faults, "main", keyword=SUBSET)
+        Commit(label, _sha(label), f"demo-{1001 + i}", faults, "main", keyword=SUBSET)
         for i, (label, faults) in enumerate(older)
     ]
-    commits.append(Commit("main", _sha("main"), "1004", f"flaky={FLAKY}", "main", shards=SHARDS))
+    commits.append(
+        Commit("main", _sha("main"), "demo-1004", f"flaky={FLAKY}", "main", shards=SHARDS)
+    )
     return tuple(commits)
 
 
@@ -78,7 +81,7 @@ BASE = MAIN[-1]
 PULL = Commit(
     f"PR #{PR_NUMBER}",
     _sha("pr"),
-    "1005",
+    "demo-1005",
     f"ring-balance,flaky={FLAKY}",
     "fix-ring",
     shards=SHARDS,

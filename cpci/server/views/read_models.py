@@ -268,6 +268,10 @@ class RunDetail(RunHeader):
     """A run for people: shards, worlds, timings and a page of its results (the run page)."""
 
     provenance: RunProvenance
+    ci_run_url: str | None = Field(
+        description="the run's page on GitHub Actions; null for a run GitHub never ran (a "
+        "local upload's run id is not one of GitHub's)"
+    )
     shards: list[ShardRow]
     worlds: int
     timing_note: str

@@ -179,6 +179,7 @@ def run_detail(
             workflow=first.upload_workflow,
             fork=first.fork,
         ),
+        ci_run_url=links.ci_run(repo.name, merged.latest.ci_run_id, merged.latest.ci_attempt),
         shards=shards,
         worlds=sum(s.worlds for s in shards),
         timing_note=TIMING_NOTE,

@@ -185,3 +185,17 @@ def test_run_twin_splits_world_start_up_from_test_time(client: TestClient) -> No
     assert shard["init_s"] == 9.0  # two worlds: 4 s + 5 s of start-up
     assert shard["test_s"] == 6.0
     assert shard["other_s"] == 5.0  # 20 s wall - 9 - 6
+
+
+def test_a_run_page_links_the_ci_run_only_where_github_ran_it(client: TestClient) -> None:
+    for run_id in ("4242", "local-20250615T150810Z"):
+        body = envelope([record("p2p")], ci_run_id=run_id, ci_attempt=2)
+        assert client.post("/api/v1/uploads", json=body).status_code == 201
+    github = f"https://github.com/{REPO}/actions/runs/4242/attempts/2"
+    assert client.get(f"{API}/runs/4242/detail").json()["ci_run_url"] == github
+    assert f'<a id="ci-run" href="{github}">CI run</a>' in client.get(f"/ui/{REPO}/runs/4242").text
+    local = "local-20250615T150810Z"
+    assert client.get(f"{API}/runs/{local}/detail").json()["ci_run_url"] is None
+    html = client.get(f"/ui/{REPO}/runs/{local}").text
+    assert "not run by GitHub Actions" in html
+    assert "actions/runs" not in html
