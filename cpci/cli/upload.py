@@ -11,6 +11,9 @@ A `--results` file that does not exist is an empty shard (the runner writes none
 config was deselected or none was collected): it is uploaded with no results, so the report does
 not wait for it forever. After a branch run's upload the checkout's first-parent history is sent
 too (the base fallback for PRs needs it); without git this is skipped with a note.
+Outside CI the commit and branch come from git in the working directory and the run gets an id
+of its own (`cpci.upload.run_defaults`), each default said on stderr; whatever is still missing
+is named all at once. The run's page is printed as an absolute URL (`run_url` with `--json`).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import argparse
 import json
 import os
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -168,18 +172,15 @@ def _flush(args: argparse.Namespace) -> int:
 
 
 def _upload(args: argparse.Namespace) -> int:
-    from cpci.upload.envelope import RunFields, build_envelope
+    from cpci.upload.envelope import RunFields, build_envelope, missing, resolve
     from cpci.upload.plan_file import plan_for
+    from cpci.upload.run_defaults import local_defaults
     from cpci.upload.settings import UploadSettingsError
     from cpci.upload.shard_upload import upload_shard
     from cpci.upload.unsent import unsent_path
 
-    records, problems = _read_records(args.results, args.junit)
     settings = _settings(args)
-    settings.require_server()
-    if not args.results and not args.junit:
-        raise UploadSettingsError("give --results FILE and/or --junit FILE... (or --flush)")
-    fields = RunFields(
+    flags = RunFields(
         repository=args.repository,
         commit=args.commit,
         branch=args.branch,
@@ -194,7 +195,24 @@ def _upload(args: argparse.Namespace) -> int:
         leg=args.leg,
         legs=args.legs,
     )
-    envelope = build_envelope(fields, records, os.environ, plan_for(args.results or []))
+    defaulted = local_defaults(
+        resolve(flags, os.environ),
+        args.results,
+        cwd=Path.cwd(),
+        now=datetime.now(timezone.utc),
+    )
+    absent = [] if settings.server else ["--server (or CPCI_SERVER)"]
+    if settings.auth == "token" and settings.token is None:
+        absent.append("--token (or CPCI_TOKEN; `cpci token create OWNER/REPO` makes one)")
+    if not args.results and not args.junit:
+        absent.append("--results FILE or --junit FILE (or --flush)")
+    absent += missing(defaulted.fields, defaulted.why)
+    if absent:
+        named = ", ".join(absent[:-1]) + " and " if len(absent) > 1 else ""
+        raise UploadSettingsError(f"missing {named}{absent[-1]}")
+    _print_notes(defaulted.notes)
+    records, problems = _read_records(args.results, args.junit)
+    envelope = build_envelope(defaulted.fields, records, os.environ, plan_for(args.results))
     keep = unsent_path((args.results or args.junit)[0])
     done = upload_shard(
         settings, envelope, os.environ, backoff=_backoff(args), cwd=Path.cwd(), keep=keep
@@ -213,9 +231,12 @@ def _report(
     delivered = done.delivered
     _print_notes(delivered.notes + ([done.ancestry] if done.ancestry else []))
     _print_rejected(delivered.rejected)
+    receipt = delivered.receipt
     if args.json:
         summary = {
-            "receipt": delivered.receipt.model_dump(mode="json") if delivered.receipt else None,
+            "receipt": receipt.model_dump(mode="json") if receipt else None,
+            "run_url": settings.service_url(receipt.run_url) if receipt else None,
+            "run_api_url": settings.service_url(receipt.run_api_url) if receipt else None,
             "spooled": str(delivered.spooled) if delivered.spooled else None,
             "flushed": [receipt.model_dump(mode="json") for receipt in delivered.flushed],
             "still_spooled": delivered.still_spooled,
@@ -225,7 +246,7 @@ def _report(
             "ancestry": done.ancestry,
         }
         print(json.dumps(summary))
-    elif delivered.receipt is None:
+    elif receipt is None:
         print(
             f"cpci upload: SPOOLED to {delivered.spooled}: {delivered.error}. Nothing is lost: "
             f"`cpci upload --flush` (or the next upload) sends it "
@@ -233,7 +254,6 @@ def _report(
             file=sys.stderr,
         )
     else:
-        receipt = delivered.receipt
         if delivered.flushed:
             print(f"sent {len(delivered.flushed)} upload(s) waiting in {settings.spool}")
         print(
@@ -241,6 +261,7 @@ def _report(
             f"{receipt.ci_run_id} shard {receipt.shard_index} "
             f"({receipt.shards.text}); {len(problems)} file(s) skipped"
         )
+        print(f"run page: {settings.service_url(receipt.run_url)}")
 
 
 def _resend(args: argparse.Namespace) -> int:

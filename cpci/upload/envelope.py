@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any
 
 from cpci.schema import ResultRecord, RunEnvelope, ShardPlan
@@ -46,6 +47,54 @@ class RunFields:
     runner_name: str | None = None
     leg: str | None = None  # a name, or a JSON list of runner labels
     legs: str | None = None  # JSON list of the matrix's legs (names or label lists)
+    started_at: datetime | None = None  # when the shard ran (its plan was made)
+    ended_at: datetime | None = None  # ... and wrote its last result
+
+
+#: The fields no upload goes without: (field, flag, the CI's variable).
+REQUIRED = (
+    ("repository", "--repository", "GITHUB_REPOSITORY"),
+    ("commit", "--commit", "GITHUB_SHA"),
+    ("ci_run_id", "--ci-run-id", "GITHUB_RUN_ID"),
+)
+
+
+def resolve(fields: RunFields, env: Mapping[str, str]) -> RunFields:
+    """The flags over the CI's variables (and, on `pull_request` events, its payload): the run
+    as far as either says, None where neither does. Resolving twice changes nothing."""
+    event = pull_request_event(env)
+    head = event.get("head", {}) if event else {}
+    base = event.get("base", {}) if event else {}
+    commit = fields.commit or head.get("sha") or env.get("GITHUB_SHA") or None
+    # GITHUB_SHA of a pull_request event is GitHub's merge commit, not the head read above.
+    merged = env.get("GITHUB_SHA") if event and env.get("GITHUB_SHA") != commit else None
+    return replace(
+        fields,
+        repository=fields.repository or env.get("GITHUB_REPOSITORY") or None,
+        commit=commit,
+        branch=fields.branch or head.get("ref") or env.get("GITHUB_REF_NAME") or None,
+        pull_request=fields.pull_request or (event.get("number") if event else None),
+        base_commit=fields.base_commit or base.get("sha"),
+        base_branch=fields.base_branch or env.get("GITHUB_BASE_REF") or base.get("ref") or None,
+        merge_commit=fields.merge_commit or merged,
+        ci_run_id=fields.ci_run_id or env.get("GITHUB_RUN_ID") or None,
+        ci_attempt=fields.ci_attempt or _int(env.get("GITHUB_RUN_ATTEMPT"), "GITHUB_RUN_ATTEMPT"),
+        shard=fields.shard or env.get("CPCI_SHARD") or None,
+        runner_name=fields.runner_name or env.get("RUNNER_NAME") or None,
+        leg=fields.leg if fields.leg is not None else env.get("CPCI_LEG", ""),
+        legs=fields.legs if fields.legs is not None else env.get("CPCI_LEGS", ""),
+    )
+
+
+def missing(fields: RunFields, why: Mapping[str, str] | None = None) -> list[str]:
+    """The required fields `fields` lacks, each as its flag and variable (and `why[field]`, the
+    reason no default could be found, where given)."""
+    why = why or {}
+    return [
+        f"{flag} (or {variable}{'; ' + why[name] if name in why else ''})"
+        for name, flag, variable in REQUIRED
+        if not getattr(fields, name)
+    ]
 
 
 def build_envelope(
@@ -55,47 +104,37 @@ def build_envelope(
     plan: ShardPlan | None = None,
 ) -> RunEnvelope:
     """The envelope; `plan` (the runner's plan file) gives the plan hash, and the shard when
-    neither the flag nor CPCI_SHARD does (a shard that contradicts it is refused)."""
-    event = pull_request_event(env)
-    head = event.get("head", {}) if event else {}
-    base = event.get("base", {}) if event else {}
-    index, total = _shard_of(fields.shard or env.get("CPCI_SHARD"), plan)
-    commit = _need(
-        fields.commit or head.get("sha") or env.get("GITHUB_SHA"), "--commit", "GITHUB_SHA"
-    )
-    pull_request = fields.pull_request or (event.get("number") if event else None)
-    base_branch = fields.base_branch or env.get("GITHUB_BASE_REF") or base.get("ref") or None
-    # GITHUB_SHA of a pull_request event is GitHub's merge commit, not the head read above.
-    merged = env.get("GITHUB_SHA") if event and env.get("GITHUB_SHA") != commit else None
-    merge_commit = fields.merge_commit or merged
-    if pull_request is None and (base_branch or merge_commit):
+    neither the flag nor CPCI_SHARD does (a shard that contradicts it is refused). Every
+    required field that neither the flags nor the environment give is named at once."""
+    given = resolve(fields, env)
+    absent = missing(given)
+    if absent:
+        raise EnvelopeError(f"missing {', '.join(absent)}")
+    if given.pull_request is None and (given.base_branch or given.merge_commit):
         raise EnvelopeError(
             "--base-branch and --merge-commit describe a pull request's run: give "
             "--pull-request too (or upload from a pull_request event)"
         )
+    index, total = _shard_of(given.shard, plan)
     values: dict[str, Any] = {
-        "repository": _need(
-            fields.repository or env.get("GITHUB_REPOSITORY"), "--repository", "GITHUB_REPOSITORY"
-        ),
-        "commit": commit,
-        "branch": fields.branch or head.get("ref") or env.get("GITHUB_REF_NAME") or None,
-        "pull_request": pull_request,
-        "base_commit": fields.base_commit or base.get("sha"),
-        "base_branch": base_branch,
-        "merge_commit": merge_commit,
-        "ci_run_id": _need(
-            fields.ci_run_id or env.get("GITHUB_RUN_ID"), "--ci-run-id", "GITHUB_RUN_ID"
-        ),
-        "ci_attempt": fields.ci_attempt
-        or _int(env.get("GITHUB_RUN_ATTEMPT"), "GITHUB_RUN_ATTEMPT")
-        or 1,
+        "repository": given.repository,
+        "commit": given.commit,
+        "branch": given.branch,
+        "pull_request": given.pull_request,
+        "base_commit": given.base_commit,
+        "base_branch": given.base_branch,
+        "merge_commit": given.merge_commit,
+        "ci_run_id": given.ci_run_id,
+        "ci_attempt": given.ci_attempt or 1,
         "shard_index": index,
         "shard_total": total,
-        "leg": leg_name(fields.leg if fields.leg is not None else env.get("CPCI_LEG", "")),
-        "legs": declared_legs(fields.legs if fields.legs is not None else env.get("CPCI_LEGS", "")),
+        "leg": leg_name(given.leg or ""),
+        "legs": declared_legs(given.legs or ""),
         "plan_hash": plan.plan_hash if plan is not None else None,
-        "runner_name": fields.runner_name or env.get("RUNNER_NAME") or None,
+        "runner_name": given.runner_name,
         "environment": detect(results),
+        "started_at": given.started_at,
+        "ended_at": given.ended_at,
         "results": list(results),
     }
     try:
@@ -131,12 +170,6 @@ def declared_legs(value: str) -> list[str]:
     if not isinstance(items, list):
         raise EnvelopeError(f"--legs (or CPCI_LEGS) must be a JSON list, got {value!r}")
     return sorted({leg_name(item if isinstance(item, str) else json.dumps(item)) for item in items})
-
-
-def _need(value: str | None, flag: str, variable: str) -> str:
-    if not value:
-        raise EnvelopeError(f"{flag} is required (or set {variable})")
-    return value
 
 
 def _int(value: str | None, name: str) -> int | None:

@@ -72,6 +72,10 @@ class UploadSettings(BaseSettings):
             raise UploadSettingsError("--server (or CPCI_SERVER) is required")
         return self.server
 
+    def service_url(self, path: str) -> str:
+        """`path` of the service (a receipt's run page, say) as an absolute URL."""
+        return self.require_server().rstrip("/") + path
+
     def token_audience(self) -> str:
         """The audience OIDC tokens are requested for: the setting, else the server URL without
         a trailing slash, as the service normalises its own URL into its default audience."""

@@ -20,10 +20,15 @@ MERGE = "9" * 40  # GITHUB_SHA of a pull_request event: the merge commit GitHub 
 
 
 def test_envelope_errors_name_the_flag_and_variable() -> None:
-    with pytest.raises(EnvelopeError, match=r"--commit is required \(or set GITHUB_SHA\)"):
+    with pytest.raises(EnvelopeError, match=r"^missing --commit \(or GITHUB_SHA\)$"):
         build_envelope(RunFields(repository=REPO, ci_run_id="1"), [], {})
+    every = r"--repository \(or GITHUB_REPOSITORY\), --commit .*, --ci-run-id \(or GITHUB_RUN_ID\)"
+    with pytest.raises(EnvelopeError, match=f"^missing {every}$"):
+        build_envelope(RunFields(), [], {})
     with pytest.raises(EnvelopeError, match="INDEX/TOTAL"):
-        build_envelope(RunFields(shard="2/2"), [], {})
+        build_envelope(
+            RunFields(repository=REPO, commit="a" * 40, ci_run_id="1", shard="2/2"), [], {}
+        )
 
 
 def pull_request_job(**more: str) -> dict[str, str]:

@@ -79,7 +79,11 @@ def test_a_bad_setting_from_the_environment_names_the_flag_and_variable(tmp_path
     assert "got 'basic'" in done.stderr
 
 
-def test_a_missing_server_says_which_flag_and_variable(tmp_path: Path) -> None:
+def test_missing_options_are_named_at_once_with_their_variables(tmp_path: Path) -> None:
     done = cpci_upload(tmp_path, "--results", "r.jsonl")
     assert done.returncode == 2
-    assert done.stderr.strip().endswith("cpci upload: --server (or CPCI_SERVER) is required")
+    assert done.stderr.strip().splitlines() == [
+        "cpci upload: missing --server (or CPCI_SERVER), --token (or CPCI_TOKEN; `cpci token "
+        "create OWNER/REPO` makes one), --repository (or GITHUB_REPOSITORY) and --commit (or "
+        f"GITHUB_SHA; {tmp_path} is not in a git checkout)"
+    ]
