@@ -12,11 +12,13 @@ from pydantic import ValidationError
 import cpci.schema
 from cpci.schema import (
     FIRST_LINE_MAX,
+    Outcome,
     PullRequestReport,
     ResultRecord,
     RunEnvelope,
     config_id,
     config_key,
+    final_records,
     first_line,
     read_results,
 )
@@ -107,3 +109,15 @@ def test_first_line_is_cut_to_its_limit_unless_told_not_to() -> None:
     assert first_line(long) == "x" * FIRST_LINE_MAX
     assert first_line(long, limit=10) == "x" * 10
     assert first_line(long, limit=None) == "x" * (FIRST_LINE_MAX + 50)
+
+
+def test_a_configs_final_record_is_its_last_attempt_whatever_the_file_order() -> None:
+    def attempt(nodeid: str, n: int, outcome: Outcome) -> ResultRecord:
+        return ResultRecord(nodeid=nodeid, world_size=2, outcome=outcome, duration_s=1, attempt=n)
+
+    flaky_pass = attempt("t.py::a", 2, "passed").model_copy(update={"flaky": True})
+    records = [attempt("t.py::a", 1, "failed"), attempt("t.py::b", 1, "passed"), flaky_pass]
+    assert final_records(records) == [flaky_pass, records[1]]  # first-seen order, two configs
+    assert final_records(reversed(records)) == [flaky_pass, records[1]]  # by attempt, not order
+    other_size = records[1].model_copy(update={"world_size": 4})  # another config, same node id
+    assert len(final_records([*records, other_size])) == 3

@@ -27,7 +27,7 @@ from pathlib import Path
 from cpci.action.settings import ActionSettings
 from cpci.action.workflow_commands import annotation
 from cpci.github import markdown
-from cpci.schema import FAILING_OUTCOMES, ResultRecord, read_results
+from cpci.schema import FAILING_OUTCOMES, ResultRecord, final_records, read_results
 
 #: Annotations GitHub shows per step; more are dropped, so the rest are summarised.
 MAX_ANNOTATIONS = 10
@@ -48,8 +48,7 @@ class SuiteOutcome:
     @property
     def records(self) -> list[ResultRecord]:
         """The final record per config (a rerun replaces the first attempt)."""
-        final = {r.config_key: r for r in self.all_records}
-        return list(final.values())
+        return final_records(self.all_records)
 
     @property
     def attempts(self) -> int:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from cpci.action.settings import ActionSettings
 from cpci.demo.history import HISTORY, Commit
-from cpci.schema import ResultRecord, read_results
+from cpci.schema import ResultRecord, final_records, read_results
 
 #: Same-commit reruns, as the Action does by default: what turns a transient failure into
 #: same-commit flaky evidence and a repeatable one into a failure.
@@ -49,13 +49,22 @@ class JobRun:
     seconds: float
 
     def summary(self) -> str:
-        outcomes = Counter(r.outcome for r in self.records)
-        counts = ", ".join(f"{n} {outcome}" for outcome, n in sorted(outcomes.items()))
-        flaky = sum(r.flaky for r in self.records)
-        rerun = sum(r.attempt > 1 for r in self.records)
+        """What the job's configs came to (their final records), then its reruns apart: a
+        results file holds every attempt, and a rerun is not another config."""
+        final = final_records(self.records)
+        flaky = sum(r.flaky for r in final)
+        reruns = [r for r in self.records if r.attempt > 1]
+        rerun_configs = len({r.config_key for r in reruns})
+        again = f"{len(reruns)} rerun(s) of {rerun_configs} config(s): {_counts(reruns)}"
         return (
-            f"{self.job.name}: {counts} ({rerun} rerun(s), {flaky} flaky) in {self.seconds:.0f} s"
+            f"{self.job.name}: {len(final)} config(s): {_counts(final)} ({flaky} flaky); "
+            f"{again if reruns else 'no reruns'}; in {self.seconds:.0f} s"
         )
+
+
+def _counts(records: list[ResultRecord]) -> str:
+    outcomes = Counter(r.outcome for r in records)
+    return ", ".join(f"{n} {outcome}" for outcome, n in sorted(outcomes.items()))
 
 
 def jobs() -> list[Job]:

@@ -30,6 +30,7 @@ from cpci.schema.fields import (
     MetricName,
     WireModel,
 )
+from cpci.schema.final_records import final_records
 from cpci.schema.flakiness import (
     FlakeRecord,
     FlakeTest,
@@ -151,6 +152,7 @@ __all__ = [
     "WireModel",
     "config_id",
     "config_key",
+    "final_records",
     "first_line",
     "plan_path",
     "read_plan",
