@@ -52,7 +52,8 @@ def of_agreed(spec: ConfigSpec, agreed: AgreedRecord, where: Where) -> Delivery:
 
 
 def of_ended_world(spec: ConfigSpec, failure: WorldFailure, where: Where) -> Delivery:
-    """The attempt in flight when its world crashed or hung: it ran, and it is to blame."""
+    """The attempt in flight when its world crashed, hung, or was ended after one rank failed a
+    torch harness test: it ran, and it is to blame (its outcome is the failure's kind)."""
     return _delivery(
         spec, where, outcome=failure.kind, duration_s=failure.culprit_s, rank_errors=failure.errors
     )

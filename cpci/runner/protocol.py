@@ -8,7 +8,8 @@ typed records below, named once:
   to collect), written before launch;
 - `FeedMessage` (parent -> ranks, `feed.jsonl`): the configs to run, each a `PlanEntry`, appended
   while the world runs, then a `Close`; every rank reads the same file, so all run the same order;
-- `JournalEvent` (each rank -> parent, `rank-N.journal`): hello, ready, begin, end, done;
+- `JournalEvent` (each rank -> parent, `rank-N.journal`): hello, ready, begin, left (a torch
+  harness test's part), end, done;
 - `RankPayload` (each rank -> rank 0, gathered on the control group): one rank's view of a config;
 - `AgreedRecord` (rank 0 -> parent, `outcomes.jsonl`): the config's outcome as its ranks agreed.
 
@@ -116,6 +117,22 @@ class End(_Message):
     failed_t: float | None = None
 
 
+class Left(_Message):
+    """The rank's part of a torch harness test ended (`cpci.runner.testcase_adapter`), before the
+    rank waits for the other ranks' parts; `errors` when it failed as the harness counts a failure.
+
+    Stock, a rank that fails exits, closing its connections, and the harness's parent terminates
+    the others. In a cpci world the failed rank lives on, and a process group of the test that
+    it still holds can keep its peers waiting; so the parent ends the world when the others stay
+    inside their parts after one failed (`cpci.runner.world`).
+    """
+
+    ev: Literal["left"] = "left"
+    index: int
+    t: float
+    errors: list[RankError]
+
+
 class Done(_Message):
     """The rank ran every config and left its process group."""
 
@@ -123,11 +140,11 @@ class Done(_Message):
     t: float
 
 
-JournalEvent = Annotated[Hello | Ready | Begin | End | Done, Field(discriminator="ev")]
-_JOURNAL_EVENT: TypeAdapter[Hello | Ready | Begin | End | Done] = TypeAdapter(JournalEvent)
+JournalEvent = Annotated[Hello | Ready | Begin | Left | End | Done, Field(discriminator="ev")]
+_JOURNAL_EVENT: TypeAdapter[Hello | Ready | Begin | Left | End | Done] = TypeAdapter(JournalEvent)
 
 
-def parse_journal_event(line: bytes) -> Hello | Ready | Begin | End | Done:
+def parse_journal_event(line: bytes) -> Hello | Ready | Begin | Left | End | Done:
     """One line of a rank's journal as its typed event."""
     return _JOURNAL_EVENT.validate_json(line)
 

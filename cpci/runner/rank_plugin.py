@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 import traceback
+from collections.abc import Callable
 
 import pytest
 
@@ -23,13 +24,17 @@ from cpci.runner.default_group import DefaultGroup
 from cpci.runner.dist import DistContext, metric_problem
 from cpci.runner.feed import FeedReader
 from cpci.runner.journal import JournalWriter
-from cpci.runner.protocol import Begin, End, PlanEntry, RankPayload, WorldPlan
+from cpci.runner.protocol import Begin, End, Left, PlanEntry, RankPayload, WorldPlan
 from cpci.runner.rank_errors import rank_error
+from cpci.schema import RankError
 
 DIST_CONTEXT = pytest.StashKey[DistContext]()
 #: The rank's keeper of the default process group: a config that initialises its own default
 #: group calls `config.stash[DEFAULT_GROUP].release()` first; the next config gets it back.
 DEFAULT_GROUP = pytest.StashKey[DefaultGroup]()
+#: How this rank's part of a torch harness test says it ended, with its errors if it failed
+#: (`RankPlugin.left`; `cpci.runner.testcase_adapter` calls it).
+LEFT = pytest.StashKey[Callable[[list[RankError]], None]]()
 
 
 class RankPlugin:
@@ -55,12 +60,14 @@ class RankPlugin:
         self._reports: list[pytest.TestReport] = []
         self._collect_errors: list[str] = []
         self._config: pytest.Config | None = None
+        self._index: int | None = None  # plan index of the config running
 
     @pytest.hookimpl(trylast=True)
     def pytest_configure(self, config: pytest.Config) -> None:
         self._config = config
         config.stash[DIST_CONTEXT] = self._context
         config.stash[DEFAULT_GROUP] = self.default_group
+        config.stash[LEFT] = self.left
         # The parent reports; a rank's own progress dots would only clutter its log. Dropped
         # after option parsing, so that -r and friends from the user's ini are still accepted.
         reporter = config.pluginmanager.get_plugin("terminalreporter")
@@ -94,6 +101,7 @@ class RankPlugin:
     ) -> None:
         self.default_group.ensure()  # a test before may have destroyed it
         started = time.time()
+        self._index = entry.index
         self._journal.write(Begin(index=entry.index, t=started))
         self._reports = []
         self._context.metrics = {}
@@ -116,6 +124,12 @@ class RankPlugin:
         )
         self._journal.write(end)
         self._agree(entry.index, payload, started)
+
+    def left(self, errors: list[RankError]) -> None:
+        """Journal that this rank's part of the harness test running ended (`Left`), failed with
+        `errors` or not, before the rank waits for the others' parts."""
+        assert self._index is not None, "a harness test runs inside a config"
+        self._journal.write(Left(index=self._index, t=time.time(), errors=errors))
 
     def _reset(self, item: pytest.Item) -> None:
         """Run the suite's `pytest_cpci_reset` hooks; a failure is a teardown error of `item`."""

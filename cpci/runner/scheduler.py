@@ -307,12 +307,15 @@ class Scheduler:
         failure: WorldFailure,
         log: bool = True,
     ) -> Attempt:
-        """The config in flight when its world crashed or hung: it ran, and it is to blame."""
+        """The config in flight when its world crashed, hung, or was ended after one rank failed a
+        torch harness test: it ran, and it is to blame."""
         spec = group.configs[culprit]
         if log:
             with self.stats.lock:
-                kind = self.stats.crashed if failure.kind == "crashed" else self.stats.timed_out
-                kind.append(spec.nodeid)
+                if failure.kind == "crashed":
+                    self.stats.crashed.append(spec.nodeid)
+                elif failure.kind == "timeout":
+                    self.stats.timed_out.append(spec.nodeid)
         where = _where(group, world_no, attempt, world.started_s)
         ended = of_ended_world(spec, failure, where)
         return self._settled(group, self._attempt(ended, world, culprit), log)

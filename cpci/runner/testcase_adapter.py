@@ -13,8 +13,12 @@ in the process it already has, through pytest's own unittest protocol:
    with a real pipe for the traceback it sends; its exit code means what it means to the
    harness: 0 passes, `TEST_ERROR_EXIT_CODE` fails with the child's traceback, a `TEST_SKIPS`
    code skips with its message, any other code fails;
-3. whatever group the test left is destroyed, all ranks meet at a store barrier, and the class's
-   `tearDown` runs (rank 0's removes what every rank used).
+3. the rank journals how its part ended (`Left`), whatever group the test left is destroyed, all
+   ranks meet at a store barrier, and the class's `tearDown` runs (rank 0's removes what every
+   rank used). Stock, a failing child exits and the parent terminates the others; here the
+   failed rank lives on, and a group of the test it still holds (a DeviceMesh's, say) can keep
+   its peers waiting, so the parent ends the world when the others stay inside their parts
+   after one failed (`cpci.runner.world`), and the config is failed, not timed out.
 
 `MultiProcContinuousTest` classes run the same way with that harness's worker steps
 (`_init_pg`, `_run_test_given_id`) per test, so each test gets its own result: no poison pill.
@@ -29,9 +33,10 @@ import os
 import shutil
 import sys
 import tempfile
+import traceback
 import unittest
-from collections.abc import Callable, Generator, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Generator, Iterator, Sequence
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial, update_wrapper
@@ -39,7 +44,9 @@ from typing import Any
 
 import pytest
 
+from cpci.runner.rank_errors import rank_error
 from cpci.runner.testcases import HARNESS_MODULE, Family, harness_family
+from cpci.schema import RankError, first_line
 
 #: Keys this adapter uses live under this prefix of the world's store.
 PREFIX = "cpci/testcases"
@@ -79,13 +86,20 @@ class WorldLink:
     """
 
     def __init__(
-        self, *, rank: int, world_size: int, release: Callable[[], None], store: Any
+        self,
+        *,
+        rank: int,
+        world_size: int,
+        release: Callable[[], None],
+        left: Callable[[list[RankError]], None],
+        store: Any,
     ) -> None:
         import torch.distributed as dist
 
         self.rank = rank
         self.world_size = world_size
         self.release = release  # destroys cpci's default group; cpci brings it back later
+        self.left = left  # journals how this rank's part ended (`cpci.runner.protocol.Left`)
         self._store = dist.PrefixStore(PREFIX, store)
         self._runs: dict[str, int] = {}
         self._rounds: list[str] = []  # this rank's rounds, oldest first
@@ -184,7 +198,6 @@ def _no_spawn(*args: Any, **kwargs: Any) -> None:
 def _run_multiprocess(testcase: Any, link: WorldLink, before: dict[str, str]) -> None:
     """The body of a MultiProcessTestCase test on this rank (`setUp` has run, spawn-less)."""
     __tracebackhide__ = True  # the report shows the test's frames, not the adapter's
-    harness = sys.modules[HARNESS_MODULE]
     own_file = getattr(testcase, "file_name", None)
     shared = link.share(testcase.id(), lambda: _parent_part(before))
     _apply(shared)
@@ -195,26 +208,13 @@ def _run_multiprocess(testcase: Any, link: WorldLink, before: dict[str, str]) ->
     name = testcase._testMethodName
     receive, send = multiprocessing.Pipe()
     link.release()
-    try:
+    with _part(link, shared), closing(receive), closing(send):
         code = _exit_code(
             lambda: type(testcase)._run(
                 link.rank, name, shared.file_name, send, fake_pg=getattr(testcase, "fake_pg", False)
             )
         )
-        messages = _drain(receive)
-    finally:
-        receive.close()
-        send.close()
-        _leave_groups()
-        link.barrier()
-        if link.rank == 0:
-            shutil.rmtree(os.path.dirname(shared.file_name), ignore_errors=True)
-    if code == harness.MultiProcessTestCase.TEST_ERROR_EXIT_CODE:
-        raise HarnessExit(
-            f"rank {link.rank} exited with error code {code} and exception:\n"
-            + "\n".join(str(m) for m in messages)
-        )
-    _skip_or_fail(code, link.rank)
+        _skip_or_fail(code, link.rank, _drain(receive))
 
 
 def _run_continuous(testcase: Any, link: WorldLink) -> None:
@@ -223,18 +223,39 @@ def _run_continuous(testcase: Any, link: WorldLink) -> None:
     cls = type(testcase)
     shared = link.share(testcase.id(), lambda: _parent_part(dict(os.environ)))
     link.release()
+    with _part(link, shared), _class_attrs(cls, rank=link.rank, world_size=link.world_size):
+        code = _exit_code(lambda: cls._init_pg(link.rank, link.world_size, shared.file_name))
+        _skip_or_fail(code, link.rank)
+        code = _exit_code(lambda: cls._run_test_given_id(testcase.id()))  # raises what fails
+        _skip_or_fail(code, link.rank)
+
+
+@contextmanager
+def _part(link: WorldLink, shared: Shared) -> Iterator[None]:
+    """This rank's part of the test, and what follows it on every rank however it ended.
+
+    It says how the part ended (`WorldLink.left`) before it waits: stock, a rank that fails
+    exits and the harness terminates the others, and here the parent ends the world when the
+    others stay inside their parts after one failed. Then the groups the test left are
+    destroyed, every rank meets at a store barrier, and rank 0 removes the rendezvous file.
+    """
+    errors: list[RankError] = []
     try:
-        with _class_attrs(cls, rank=link.rank, world_size=link.world_size):
-            code = _exit_code(lambda: cls._init_pg(link.rank, link.world_size, shared.file_name))
-            if code != 0:
-                _skip_or_fail(code, link.rank)
-            code = _exit_code(lambda: cls._run_test_given_id(testcase.id()))
+        yield
+    except unittest.SkipTest:
+        raise
+    except HarnessExit as exc:  # its message, then the child's traceback
+        errors.append(rank_error(link.rank, "call", str(exc), first_line(str(exc), limit=None)))
+        raise
+    except Exception as exc:  # what the test raised itself (MultiProcContinuousTest's steps)
+        errors.append(rank_error(link.rank, "call", "".join(traceback.format_exception(exc))))
+        raise
     finally:
+        link.left(errors)
         _leave_groups()
         link.barrier()
         if link.rank == 0:
             shutil.rmtree(os.path.dirname(shared.file_name), ignore_errors=True)
-    _skip_or_fail(code, link.rank)
 
 
 def _parent_part(before: dict[str, str]) -> Shared:
@@ -268,13 +289,20 @@ def _exit_code(run: Callable[[], object]) -> int:
     return 0
 
 
-def _skip_or_fail(code: int, rank: int) -> None:
-    """A `TEST_SKIPS` code skips with its message; 0 passes; anything else fails."""
+def _skip_or_fail(code: int, rank: int, messages: Sequence[object] = ()) -> None:
+    """What the harness makes of a child's exit code: 0 passes, `TEST_ERROR_EXIT_CODE` fails with
+    what the child sent up its pipe (`messages`: its traceback), a `TEST_SKIPS` code skips with
+    its message, any other code fails."""
     __tracebackhide__ = True
     if code == 0:
         return
-    skips = sys.modules[HARNESS_MODULE].TEST_SKIPS
-    for skip in skips.values():
+    harness = sys.modules[HARNESS_MODULE]
+    if code == harness.MultiProcessTestCase.TEST_ERROR_EXIT_CODE and messages:
+        raise HarnessExit(
+            f"rank {rank} exited with error code {code} and exception:\n"
+            + "\n".join(str(m) for m in messages)
+        )
+    for skip in harness.TEST_SKIPS.values():
         if skip.exit_code == code:
             raise unittest.SkipTest(skip.message)
     raise HarnessExit(f"rank {rank} exited with code {code}; the harness expects 0")
@@ -330,13 +358,14 @@ def link_factory(config: pytest.Config) -> Callable[[], WorldLink]:
 
     def link() -> WorldLink:
         from cpci.runner import world_store
-        from cpci.runner.rank_plugin import DEFAULT_GROUP, DIST_CONTEXT
+        from cpci.runner.rank_plugin import DEFAULT_GROUP, DIST_CONTEXT, LEFT
 
         context = config.stash[DIST_CONTEXT]
         return WorldLink(
             rank=context.rank,
             world_size=context.world_size,
             release=config.stash[DEFAULT_GROUP].release,
+            left=config.stash[LEFT],
             store=world_store.connect(_STORE_WAIT.total_seconds()),
         )
 

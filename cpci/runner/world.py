@@ -7,12 +7,13 @@ the ranks write (journals, the agreed outcomes) and enforces each config's timeo
 gets every rank's Python stack dumped (SIGUSR1 -> faulthandler), and NCCL's flight recorder asked
 for its record of the collectives (`cpci.runner.nccl_diagnostics`), before the whole process tree
 is killed. A rank that dies is named with its exit code or signal and the tail of its log. A
-line of the agreed outcomes the parent cannot accept is an `error` of its config alone.
+line of the agreed outcomes the parent cannot accept is an `error` of its config alone. When one
+rank's part of a torch harness test fails and the others stay inside theirs, the world is ended
+and the config failed, as the harness's parent ends it (`cpci.runner.protocol.Left`).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import time
@@ -21,32 +22,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from pydantic import ValidationError
-
 from cpci.runner import nccl_diagnostics
 from cpci.runner.feed import LOOKAHEAD, FeedWriter
-from cpci.runner.journal import JournalReader
 from cpci.runner.launchers import Launcher, Ranks
 from cpci.runner.planning import ConfigSpec, Group
 from cpci.runner.protocol import (
     AgreedRecord,
-    Begin,
-    End,
-    Hello,
     PlanEntry,
     WorldPlan,
-    parse_agreed_record,
-    parse_journal_event,
 )
-from cpci.runner.rank_errors import first_failing_first, rank_error, refusal, world_note
+from cpci.runner.rank_errors import first_failing_first, rank_error, world_note
 from cpci.runner.rank_exit import how_it_ended
 from cpci.runner.world_dir import WorldDir
-from cpci.schema import FAILING_OUTCOMES, RankError
+from cpci.runner.world_watch import Refused, WorldWatch
+from cpci.schema import RankError
 
 #: How often the parent looks at the world's files. Ranks never wait for the parent.
 _POLL_S = 0.01
 #: How long ranks get to write their stacks once asked.
 _STACK_DUMP_S = 5.0
+#: How long the other ranks of a torch harness test may stay inside it once one rank's part
+#: failed, before the world is ended as the harness ends it (the harness's parent terminates
+#: them at once; this spares the world when they are only a moment behind).
+HARNESS_GRACE_S = 5.0
 _LOG_TAIL_BYTES = 16_000  # room for a fatal error's header, stack and module list
 
 
@@ -66,9 +64,11 @@ class WorldLaunch:
 
 @dataclass
 class WorldFailure:
-    """Why a world ended before running all its configs."""
+    """Why a world ended before running all its configs: a rank died (`crashed`), the config in
+    flight outlasted its timeout (`timeout`), or one rank failed a torch harness test and the
+    others stayed inside it (`failed`, as the harness would say)."""
 
-    kind: Literal["crashed", "timeout"]
+    kind: Literal["crashed", "timeout", "failed"]
     culprit: int | None  # plan index of the config in flight, if any
     culprit_s: float  # how long the config in flight had run
     errors: list[RankError]  # the rank that failed first leads
@@ -119,7 +119,7 @@ class World:
         self.dir.path.mkdir(parents=True)
         self._write_plan()
         feed = FeedWriter(self.dir.feed)
-        watch = _Watch(self.dir, self.world_size)
+        watch = WorldWatch(self.dir, self.world_size)
         self._feed(feed, watch)  # the first entries are there before any rank looks
         launched = time.time()
         self._ranks = self._start()
@@ -149,7 +149,7 @@ class World:
             fed=list(self.fed),
         )
 
-    def _feed(self, feed: FeedWriter, watch: _Watch) -> None:
+    def _feed(self, feed: FeedWriter, watch: WorldWatch) -> None:
         """Keep `LOOKAHEAD` entries fed beyond the config in flight; Close when `take` runs dry."""
         while not feed.closed and len(self.fed) - len(watch.finished) <= LOOKAHEAD:
             index = self._take()
@@ -159,7 +159,7 @@ class World:
             self.fed.append(index)
             feed.add(PlanEntry(index=index, nodeid=self.configs[index].nodeid))
 
-    def _drain(self, watch: _Watch, launched: float, on_outcome: OutcomeSink) -> None:
+    def _drain(self, watch: WorldWatch, launched: float, on_outcome: OutcomeSink) -> None:
         watch.update()  # journals first: a config's begin precedes its outcome
         if self.started_s is None and watch.first_begin is not None:
             self.started_s = max(0.0, watch.first_begin - launched)
@@ -173,7 +173,7 @@ class World:
                 self.configs[agreed.index], agreed.model_copy(update={"rank_errors": ordered})
             )
 
-    def _refused(self, watch: _Watch, line: _Refused) -> AgreedRecord | None:
+    def _refused(self, watch: WorldWatch, line: Refused) -> AgreedRecord | None:
         """An `error` for the config of a line the parent could not accept: the config it names,
         else the one in flight (rank 0 writes each config's line before the next begins)."""
         if line.index is not None and line.index in self.fed and line.index not in watch.finished:
@@ -221,7 +221,7 @@ class World:
         env.setdefault("PYTHONUNBUFFERED", "1")
         return self.launch.launcher.start(self.dir, self.world_size, env)
 
-    def _check_deadlines(self, watch: _Watch, launched: float) -> WorldFailure | None:
+    def _check_deadlines(self, watch: WorldWatch, launched: float) -> WorldFailure | None:
         now = time.time()
         current = watch.in_flight()
         if current is None:
@@ -234,12 +234,50 @@ class World:
         limit = self.configs[index].timeout
         if now - began > limit:
             return self._timeout(watch, index, f"config did not finish within {limit:g} s")
+        failed = watch.failed_part(index)
+        if failed is not None and now - failed > HARNESS_GRACE_S:
+            inside = [r for r in range(self.world_size) if (r, index) not in watch.left]
+            return self._failed_alone(watch, index, inside)
         return None
 
-    def _timeout(self, watch: _Watch, culprit: int | None, why: str) -> WorldFailure:
+    def _failed_alone(self, watch: WorldWatch, culprit: int, inside: list[int]) -> WorldFailure:
+        """A rank's part of harness test `culprit` failed and the ranks `inside` did not end
+        theirs: the test failed, with the failing ranks' errors first, then where the others
+        were (their stacks)."""
+        failing = sorted({r for (r, i), left in watch.left.items() if i == culprit and left.errors})
+        who = ", ".join(map(str, failing))
+        why = (
+            f"rank {who} failed the test and rank {', '.join(map(str, inside))} stayed inside it "
+            f"for {HARNESS_GRACE_S:g} s: the world was ended, as torch's harness ends a test "
+            "when one rank fails"
+        )
+        diagnostics = self._diagnostics(watch)
+        errors = [e for r in failing for e in watch.left[(r, culprit)].errors]
+        for rank in inside:
+            state = f"rank {rank} was still inside the test {HARNESS_GRACE_S:g} s after rank {who}"
+            text = f"{state} failed it.\n{diagnostics[rank]}"
+            errors.append(rank_error(rank, "world", text, f"{state} failed it"))
+        errors.append(world_note("world", why))
+        errors = first_failing_first(errors, watch.failed_at(culprit))
+        return WorldFailure("failed", culprit, self._elapsed(watch, culprit), errors, why)
+
+    def _diagnostics(self, watch: WorldWatch) -> dict[int, str]:
+        """Each rank's Python stacks, after its NCCL flight recorder's record where it has one."""
         nccl_diagnostics.request_dumps(self.dir.path)
         stacks = self._dump_stacks(watch)
         dumps = nccl_diagnostics.collect(self.dir.path)
+        texts = {}
+        for rank in range(self.world_size):
+            text = ""
+            if rank in dumps:
+                text += f"--- NCCL flight recorder of rank {rank} ---\n{dumps[rank]}\n"
+            text += f"--- Python stacks of rank {rank} ---\n"
+            text += stacks.get(rank, "(no stacks: the rank had not started up)\n")
+            texts[rank] = text
+        return texts
+
+    def _timeout(self, watch: WorldWatch, culprit: int | None, why: str) -> WorldFailure:
+        diagnostics = self._diagnostics(watch)
         errors = []
         for rank in range(self.world_size):
             local = watch.local_end.get((rank, culprit)) if culprit is not None else None
@@ -253,16 +291,12 @@ class World:
                     else (f"rank {rank} had not started running configs")
                 )
                 detail = ""
-            text = f"{why}; {state}.\n{detail}\n"
-            if rank in dumps:
-                text += f"--- NCCL flight recorder of rank {rank} ---\n{dumps[rank]}\n"
-            text += f"--- Python stacks of rank {rank} ---\n"
-            text += stacks.get(rank, "(no stacks: the rank had not started up)\n")
+            text = f"{why}; {state}.\n{detail}\n{diagnostics[rank]}"
             errors.append(rank_error(rank, "world", text, f"{why}; {state}"))
         errors = first_failing_first(errors, watch.failed_at(culprit))
         return WorldFailure("timeout", culprit, self._elapsed(watch, culprit), errors, why)
 
-    def _dump_stacks(self, watch: _Watch) -> dict[int, str]:
+    def _dump_stacks(self, watch: WorldWatch) -> dict[int, str]:
         for pid in watch.pids.values():
             try:
                 os.kill(pid, signal.SIGUSR1)
@@ -280,7 +314,7 @@ class World:
             time.sleep(0.1)
         return {rank: f.read_text(errors="replace") for rank, f in files.items()}
 
-    def _crash(self, watch: _Watch) -> WorldFailure:
+    def _crash(self, watch: WorldWatch) -> WorldFailure:
         assert self._ranks is not None
         current = watch.in_flight()
         culprit = None if current is None else current[0]
@@ -310,74 +344,8 @@ class World:
         return WorldFailure("crashed", culprit, self._elapsed(watch, culprit), errors, reason)
 
     @staticmethod
-    def _elapsed(watch: _Watch, culprit: int | None) -> float:
+    def _elapsed(watch: WorldWatch, culprit: int | None) -> float:
         return 0.0 if culprit is None else max(0.0, time.time() - watch.begun[culprit])
-
-
-@dataclass(frozen=True)
-class _Refused:
-    """A line of the outcomes file the parent cannot accept (written by a rank 0 of an older
-    cpci, or by a test), with the plan index it names, if it names one."""
-
-    index: int | None
-    error: RankError
-
-
-def _agreed_line(line: bytes) -> AgreedRecord | _Refused:
-    try:
-        return parse_agreed_record(line)
-    except ValidationError as exc:
-        error = refusal(-1, "the ranks' record of this config", exc)
-    try:
-        index = json.loads(line).get("index")
-    except (ValueError, AttributeError):
-        index = None
-    return _Refused(index if type(index) is int else None, error)
-
-
-class _Watch:
-    """What the parent has learnt from the world's journals so far."""
-
-    def __init__(self, world_dir: WorldDir, world_size: int) -> None:
-        self.agreed = JournalReader(world_dir.agreed, _agreed_line)
-        self._journals = {
-            r: JournalReader(world_dir.journal(r), parse_journal_event) for r in range(world_size)
-        }
-        self.finished: set[int] = set()
-        self.pids: dict[int, int] = {}
-        self.begun: dict[int, float] = {}  # plan index -> first begin time on any rank
-        self.current: dict[int, int] = {}  # rank -> plan index it began last
-        self.local_end: dict[tuple[int, int], End] = {}  # (rank, plan index) -> its end
-        self.first_begin: float | None = None
-
-    def update(self) -> None:
-        for rank, reader in self._journals.items():
-            for event in reader.read_new():
-                if isinstance(event, Hello):
-                    self.pids[rank] = event.pid
-                elif isinstance(event, Begin):
-                    self.begun.setdefault(event.index, event.t)
-                    self.current[rank] = event.index
-                    if self.first_begin is None:
-                        self.first_begin = event.t
-                elif isinstance(event, End):
-                    self.local_end[(rank, event.index)] = event
-
-    def failed_at(self, index: int | None) -> dict[int, float]:
-        """Rank -> when it failed config `index` itself, for the ranks whose journal says so."""
-        out: dict[int, float] = {}
-        for (rank, ended), end in self.local_end.items():
-            if ended == index and end.outcome in FAILING_OUTCOMES:
-                out[rank] = end.failed_t or end.t
-        return out
-
-    def in_flight(self) -> tuple[int, float] | None:
-        """The config begun on some rank whose agreed outcome has not arrived (and since when)."""
-        pending = [(t, index) for index, t in self.begun.items() if index not in self.finished]
-        if not pending:
-            return None
-        began, index = min(pending)
-        return index, began
 
 
 def _size(path: Path) -> int:

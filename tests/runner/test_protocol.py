@@ -13,6 +13,7 @@ from cpci.runner.protocol import (
     Close,
     End,
     Hello,
+    Left,
     PlanEntry,
     RankPayload,
     Ready,
@@ -30,6 +31,7 @@ def test_each_journal_event_parses_back_to_its_type() -> None:
         Hello(pid=42, t=1.0),
         Ready(t=2.0, backend="gloo"),
         Begin(index=3, t=3.0),
+        Left(index=3, t=3.5, errors=[error]),
         End(index=3, t=4.0, outcome="failed", errors=[error], failed_t=3.5),
     ]
     for event in events:

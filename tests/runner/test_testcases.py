@@ -256,3 +256,80 @@ def test_off_leaves_the_harness_its_own_spawn_and_plan_lists_own_spawns(
         ]
     )
     shared.stdout.fnmatch_lines(["*test_unsized.py::TestNoDevices::test_a: No cuda devices*"])
+
+
+#: DTensorTestBase tests that fail on rank 1 only, ROUNDS times over. Rank 1 fails and leaves
+#: while rank 0 is in `destroy_pg`'s barrier, waiting for it: stock, rank 1's process exits and
+#: the harness terminates rank 0. In a cpci world rank 1 lives on, and whether its process group
+#: dies with `destroy_process_group` depends on what still holds it: nothing in `test_a`, a
+#: DeviceMesh in `test_b` (its peer then waited out the whole config timeout, every time).
+ONE_RANK_FAILS = """
+import os
+
+import torch
+import torch.distributed as dist
+from torch.distributed.tensor import Shard, distribute_tensor
+from torch.testing._internal.distributed._tensor.common_dtensor import DTensorTestBase, with_comms
+
+
+@with_comms
+def test_a_fails_at_once(self):
+    assert self.rank != 1, "rank 1 says no"
+
+
+@with_comms
+def test_b_fails_holding_a_mesh(self):
+    mesh = self.build_device_mesh()
+    full = distribute_tensor(torch.arange(4.0), mesh, [Shard(0)]).full_tensor()
+    assert self.rank != 1, f"rank 1 says no to {full.tolist()}"
+
+
+@with_comms
+def test_c_after(self):
+    t = torch.ones(1)
+    dist.all_reduce(t)
+    assert t.item() == self.world_size
+
+
+METHODS = {
+    "world_size": property(lambda self: 2),
+    "test_a_fails_at_once": test_a_fails_at_once,
+    "test_b_fails_holding_a_mesh": test_b_fails_holding_a_mesh,
+    "test_c_after": test_c_after,
+}
+for i in range(int(os.environ["ROUNDS"])):
+    globals()[f"TestRound{i}"] = type(f"TestRound{i}", (DTensorTestBase,), dict(METHODS))
+del test_a_fails_at_once, test_b_fails_holding_a_mesh, test_c_after
+"""
+
+
+def test_a_one_rank_failure_never_waits_out_the_config_timeout(tmp_path: Path) -> None:
+    rounds = 5
+    (tmp_path / "test_one_rank.py").write_text(ONE_RANK_FAILS)
+    result = run_pytest(
+        tmp_path,
+        "--cpci-testcases=shared",
+        "--cpci-timeout=60",
+        "--cpci-results=r.jsonl",
+        env={"ROUNDS": str(rounds)},
+        timeout=600,
+    )
+    records = by_nodeid(results(tmp_path / "r.jsonl"))
+    seen = [(n.split("::")[2], r["outcome"]) for n, r in records.items()]
+    assert sorted(seen) == sorted(
+        [("test_a_fails_at_once", "failed"), ("test_b_fails_holding_a_mesh", "failed")] * rounds
+        + [("test_c_after", "passed")] * rounds
+    ), result.stdout.str()
+    for nodeid, record in records.items():
+        if record["outcome"] == "failed":
+            texts = " ".join(e["detail"] for e in record["rank_errors"])
+            assert "rank 1 says no" in texts, nodeid  # the failing rank's own traceback
+    # Rank 0 never left test_b on its own: the world was ended after rank 1 failed, as the harness
+    # ends it, with rank 1's failure first and where rank 0 waited (its stack) after it.
+    ended = [r for r in records.values() if any(e["rank"] == -1 for e in r["rank_errors"])]
+    assert ended, "no world was ended: the case no longer holds rank 1's process group"
+    for record in ended:
+        entries = [(e["rank"], e["phase"]) for e in record["rank_errors"]]
+        assert entries == [(1, "call"), (0, "world"), (-1, "world")]
+        assert "rank 0 was still inside the test" in record["rank_errors"][1]["message"]
+        assert "destroy_pg" in record["rank_errors"][1]["detail"]
