@@ -241,7 +241,7 @@ def test_an_infra_storm_end_to_end(engine: Engine, db_url: str, token: str) -> N
         html = client.get(urls.pull(REPO, 7))
         assert html.status_code == 200
         assert f"Showing the first {CAP} of {CONFIGS}" in html.text
-        assert html.text.count('<tr><td><a href="/ui/') == CAP
+        assert html.text.count('<tr><td class="config"><a href="/ui/') == CAP
         assert "Storm on shard 0: 300 of 300 configs" in html.text
         more = re.search(r'href="(/ui/[^"]+/sections/infra\?offset=\d+)"', html.text)
         assert more is not None

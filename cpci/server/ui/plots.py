@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 
 from markupsafe import Markup
 
 from cpci.schema import FAILING_OUTCOMES
-from cpci.server.ui.svg import Cell, Point, outcome_strip, scatter_plot
-from cpci.server.views.read_models import ConfigOverview, Dashboard
+from cpci.server.ui.svg import Cell, Point, Tick, outcome_strip, scatter_plot
+from cpci.server.views.read_models import ConfigOverview, ConfigPoint, Dashboard, RunRow
 
 KIND = {"pass": "ok", "fail": "fail", "mixed": "mixed", "skip": "skip"}
 
@@ -35,31 +36,47 @@ def _percent(value: float) -> str:
     return f"{value:.0f}%"
 
 
+#: The most commits the trend's x axis names (a short sha is ~50 px of its 656).
+MAX_COMMIT_TICKS = 12
+
+
 def pass_rate_trend(dashboard: Dashboard) -> Markup:
-    """Pass rate per run, oldest left; each point links to its run."""
+    """Pass rate per run, oldest left, at its commit; each point links to its run. The x axis
+    names the runs' commits (short shas; the run and its date in each tick's tooltip), every
+    k-th when there are more than fit, always the newest."""
     rows = [r for r in reversed(dashboard.runs) if r.pass_rate is not None]
+
+    def about(r: RunRow) -> str:
+        when = f"{r.created_at:%Y-%m-%d %H:%M} UTC"
+        return f"run {r.run.ci_run_id} @ {r.run.commit[:10]}, uploaded {when}"
+
     points = [
         Point(
             x=float(i),
             y=(r.pass_rate or 0.0) * 100,
-            label=f"run {r.run.ci_run_id} @ {r.run.commit[:10]}: {(r.pass_rate or 0):.1%} "
-            f"passed, {r.failing} failing",
+            label=f"{about(r)}: {(r.pass_rate or 0):.1%} passed, {r.failing} failing",
             kind="ok" if not r.failing else "fail",
             href=r.page_url,
         )
         for i, r in enumerate(rows)
     ]
+    every = max(1, math.ceil(len(rows) / MAX_COMMIT_TICKS))
+    ticks = [
+        Tick(float(i), r.run.commit[:7], about(r))
+        for i, r in enumerate(rows)
+        if (len(rows) - 1 - i) % every == 0
+    ]
     return scatter_plot(
         title=f"Pass rate, last {len(rows)} runs of {dashboard.branch or 'any branch'}",
         description="Pass rate (passes over passes and failures) of each run, oldest left. "
         f"{sum(1 for r in rows if r.failing)} of {len(rows)} runs had failing configs.",
-        x_label="run (oldest → newest)",
+        x_label="commit (oldest → newest)",
         y_label="pass rate",
         points=points,
-        x_format=lambda x: f"{x:.0f}",
         y_format=_percent,
         y_range=(0.0, 100.0),
         plot_id="pass-rate",
+        x_ticks=ticks,
     )
 
 
@@ -83,6 +100,17 @@ def timeline(overview: ConfigOverview) -> Markup:
     )
 
 
+def time_label(points: Sequence[ConfigPoint]) -> str:
+    """What a time axis's times are: when the shards ran, and where results came without their
+    shard's times (an older uploader), when they were uploaded instead."""
+    uploaded = sum(p.timed_by == "upload" for p in points)
+    if uploaded == 0:
+        return "when the shard ran (UTC)"
+    if uploaded == len(points):
+        return "upload time (UTC): the uploads said nothing of when their shards ran"
+    return f"when the shard ran (UTC); upload time for {uploaded} result(s) sent without it"
+
+
 def duration_plot(overview: ConfigOverview) -> Markup:
     points = [
         Point(
@@ -98,7 +126,7 @@ def duration_plot(overview: ConfigOverview) -> Markup:
     return scatter_plot(
         title="Duration over time",
         description=f"{len(points)} results; failing ones drawn in red.",
-        x_label="shard start (UTC)",
+        x_label=time_label(overview.points),
         y_label="duration (s)",
         points=points,
         x_format=_date_format([p.x for p in points]),
@@ -111,6 +139,7 @@ def metric_plots(overview: ConfigOverview) -> list[Markup]:
     names = sorted({name for p in overview.points for name in p.metrics})
     plots = []
     for n, name in enumerate(names):
+        having = [p for p in overview.points if name in p.metrics]
         points = [
             Point(
                 x=p.when.timestamp(),
@@ -119,14 +148,13 @@ def metric_plots(overview: ConfigOverview) -> list[Markup]:
                 kind=_kind(p.outcome),
                 href=p.page_url,
             )
-            for p in overview.points
-            if name in p.metrics
+            for p in having
         ]
         plots.append(
             scatter_plot(
                 title=f"{name} over time",
                 description=f"{len(points)} values of the metric {name}.",
-                x_label="shard start (UTC)",
+                x_label=time_label(having),
                 y_label=name,
                 points=points,
                 x_format=_date_format([p.x for p in points]),

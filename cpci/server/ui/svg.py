@@ -30,6 +30,16 @@ class Point:
 
 
 @dataclass(frozen=True)
+class Tick:
+    """An x-axis tick at `value` reading `text`, with `title` as its tooltip (e.g. a commit's
+    short sha, and its run and date)."""
+
+    value: float
+    text: str
+    title: str = ""
+
+
+@dataclass(frozen=True)
 class Cell:
     state: str  # pass, fail, mixed, skip
     label: str
@@ -79,8 +89,11 @@ def scatter_plot(
     y_range: tuple[float, float] | None = None,
     connect: bool = True,
     plot_id: str = "plot",
+    x_ticks: Sequence[Tick] | None = None,
 ) -> Markup:
-    """Points over a numeric x axis, joined by a line in x order when `connect`.
+    """Points over a numeric x axis, joined by a line in x order when `connect`; the x ticks are
+    `x_ticks` where given (points at their positions: runs by commit), else round values of x
+    read through `x_format`.
 
     The y axis turns logarithmic when every value is positive and they span more than two
     decades (errors vs a reference often do), and says so in its label.
@@ -131,15 +144,18 @@ def scatter_plot(
             f'<text class="tick" x="{MARGIN_LEFT - 6}" y="{_fmt(y + 4)}" text-anchor="end">'
             f"{escape(y_format(tick))}</text>"
         )
-    x_ticks = nice_ticks(x_low, x_high, 6)
-    if xs and all(float(x).is_integer() for x in xs):  # run numbers: no "0.5" or "-0" ticks
-        x_ticks = [t + 0.0 for t in x_ticks if float(t).is_integer()]
-    for tick in x_ticks:
-        x = sx(tick)
+    if x_ticks is None:
+        values = nice_ticks(x_low, x_high, 6)
+        if xs and all(float(x).is_integer() for x in xs):  # run numbers: no "0.5" or "-0" ticks
+            values = [t + 0.0 for t in values if float(t).is_integer()]
+        x_ticks = [Tick(value, x_format(value)) for value in values]
+    for x_tick in x_ticks:
+        x = sx(x_tick.value)
+        title = f"<title>{escape(x_tick.title)}</title>" if x_tick.title else ""
         parts.append(
             f'<line class="tickmark" x1="{_fmt(x)}" x2="{_fmt(x)}" y1="{bottom}" '
-            f'y2="{bottom + 4}"/><text class="tick" x="{_fmt(x)}" y="{bottom + 16}" '
-            f'text-anchor="middle">{escape(x_format(tick))}</text>'
+            f'y2="{bottom + 4}"/><text class="tick x" x="{_fmt(x)}" y="{bottom + 16}" '
+            f'text-anchor="middle">{escape(x_tick.text)}{title}</text>'
         )
     parts.append(
         f'<line class="axis" x1="{MARGIN_LEFT}" x2="{WIDTH - MARGIN_RIGHT}" y1="{bottom}" '

@@ -6,9 +6,11 @@ failure messages come from uploads; plots arrive as `Markup` already escaped by 
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
+from markupsafe import Markup
 from starlette.templating import Jinja2Templates
 
 from cpci import urls
@@ -31,6 +33,17 @@ def when(value: datetime | None) -> str:
     return "–" if value is None else value.strftime("%Y-%m-%d %H:%M UTC")
 
 
+#: Where a config id may wrap: after a path's `/`, a node id's `::`, a parameter list's `[` and
+#: a parameter's `-`, never inside a name.
+_BREAKS = re.compile(r"(?<=/)|(?<=::)|(?<=\[)|(?<=-)")
+
+
+def breakable(text: str) -> Markup:
+    """`text`, escaped, with a line-break opportunity (`<wbr>`) at each of `_BREAKS`: a narrow
+    column wraps a config id between its parts instead of mid-name."""
+    return Markup("<wbr>").join(part for part in _BREAKS.split(text) if part)
+
+
 def make_templates() -> Jinja2Templates:
     env = Environment(
         loader=PackageLoader("cpci.server", "templates"),
@@ -39,7 +52,7 @@ def make_templates() -> Jinja2Templates:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(percent=percent, seconds=seconds, when=when)
+    env.filters.update(percent=percent, seconds=seconds, when=when, breakable=breakable)
     env.globals["urls"] = urls
     env.globals["verdict_info"] = verdicts.info  # one name, icon and order per verdict
     return Jinja2Templates(env=env)

@@ -38,10 +38,14 @@ from cpci.server.views.read_models import (
     EnvironmentPublic,
     PlaceStats,
     Signature,
+    TimedBy,
     TimelineCell,
 )
 
 LIMIT = 400
+#: A result's time, best first: its shard's start and end as uploaded, else the upload itself
+#: (which a shard always has).
+TIMES: tuple[TimedBy, ...] = ("start", "end", "upload")
 #: A runner is suspect when it passes less than this while the others pass at least HEALTHY.
 SUSPECT, HEALTHY, MIN_RESULTS = 0.5, 0.9, 3
 
@@ -60,6 +64,7 @@ class _Row:
     branch: str | None
     pull_request: int | None
     runner: str | None
+    timed_by: TimedBy
     when: datetime
 
 
@@ -80,6 +85,7 @@ def config_overview(
             ConfigPoint(
                 result_id=r.result_id,
                 when=r.when,
+                timed_by=r.timed_by,
                 outcome=r.outcome,
                 duration_s=r.duration_s,
                 metrics=r.metrics,
@@ -112,7 +118,9 @@ def _rows(session: Session, config_pk: int, limit: int) -> list[_Row]:
             col(Run.branch),
             col(Run.pull_request),
             col(Shard.runner_name),
-            sa.func.coalesce(col(Shard.started_at), col(Shard.uploaded_at)),
+            col(Shard.started_at),
+            col(Shard.ended_at),
+            col(Shard.uploaded_at),
         )
         .join(Run, col(Result.run_id) == col(Run.id))
         .join(Shard, col(Result.shard_id) == col(Shard.id))
@@ -123,6 +131,9 @@ def _rows(session: Session, config_pk: int, limit: int) -> list[_Row]:
     out = []
     for row in session.connection().execute(query):
         errors = from_json(row[5]) if row[5] is not None else []
+        timed_by, when = next(
+            (name, at) for name, at in zip(TIMES, row[12:15], strict=True) if at is not None
+        )
         out.append(
             _Row(
                 result_id=row[0],
@@ -137,7 +148,8 @@ def _rows(session: Session, config_pk: int, limit: int) -> list[_Row]:
                 branch=row[9],
                 pull_request=row[10],
                 runner=row[11],
-                when=as_utc(row[12]),
+                timed_by=timed_by,
+                when=as_utc(when),
             )
         )
     out.reverse()

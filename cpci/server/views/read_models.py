@@ -169,9 +169,17 @@ class TimelineCell(BaseModel):
     page_url: str
 
 
+#: What a result's time is: its shard's start, its end, or (the upload said neither) its upload.
+TimedBy = Literal["start", "end", "upload"]
+
+
 class ConfigPoint(BaseModel):
     result_id: int
-    when: datetime = Field(description="the shard's start, else its upload time")
+    when: datetime = Field(description="when the result was produced: see timed_by")
+    timed_by: TimedBy = Field(
+        description="what `when` is: the shard's start, its end (no start was uploaded), or its "
+        "upload time (the upload said neither)"
+    )
     outcome: str
     duration_s: float
     metrics: dict[str, float]

@@ -50,8 +50,11 @@ def artifacts() -> Path:
 
 
 @pytest.fixture(scope="module")
-def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The base URL of a seeded service, served by uvicorn over real HTTP."""
+def service(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """The base URL of a seeded service, served by uvicorn over real HTTP; a test module's
+    `EXTRA_UPLOADS` (upload bodies) are uploaded after the seed."""
     url = f"sqlite:///{tmp_path_factory.mktemp('ui') / 'cpci.db'}"
     engine = create_db_engine(url)
     token = migrate_with_token(engine, name="ui")
@@ -62,6 +65,9 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             with httpx.Client(base_url=base, headers=headers, timeout=30) as http:
                 assert http.get("/healthz").status_code == 200
                 seed(http)
+                for body in getattr(request.module, "EXTRA_UPLOADS", ()):
+                    response = http.post("/api/v1/uploads", json=body)
+                    assert response.status_code == 201, response.text
             yield base
     finally:
         engine.dispose()

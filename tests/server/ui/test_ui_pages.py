@@ -104,7 +104,8 @@ def test_html_from_uploads_is_escaped_everywhere(client: TestClient) -> None:
         assert response.status_code == 200, path
         for raw in (XSS, "<b>NCCL", "<i>p2p"):
             assert raw not in response.text, path
-    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in client.get(pages[0]).text
+    shown = client.get(pages[0]).text.replace("<wbr>", "")  # config ids may wrap after a /
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in shown
 
 
 def test_ui_errors_are_pages_and_api_errors_stay_json(client: TestClient) -> None:

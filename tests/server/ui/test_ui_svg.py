@@ -121,5 +121,7 @@ def test_a_single_run_gets_whole_number_ticks() -> None:
             x_format=lambda v: f"{v:.0f}",
         )
     )
-    ticks = re.findall(r'class="tick" x="[^"]*" y="[^"]*" text-anchor="middle">([^<]*)</text>', svg)
+    ticks = re.findall(
+        r'class="tick x" x="[^"]*" y="[^"]*" text-anchor="middle">([^<]*)</text>', svg
+    )
     assert ticks == ["-1", "0", "1"]
