@@ -27,6 +27,7 @@ from cpci.demo.jobs import JobRun, Say, jobs, run_job
 from cpci.demo.service import Service
 from cpci.schema import RunEnvelope
 from cpci.upload.environment import detect
+from cpci.upload.run_defaults import shard_times
 from cpci.upload.send import Backoff, deliver
 from cpci.upload.service_client import ServiceClient
 from cpci.upload.spool import Spool
@@ -46,8 +47,9 @@ def _say(text: str) -> None:
 
 
 def upload(server: str, token: str, done: JobRun, say: Say) -> None:
-    """Upload one job's results as its CI job would."""
+    """Upload one job's results as its CI job would, with when it ran (`cpci upload`'s way)."""
     commit, shard = done.job.commit, done.job.shard
+    started, ended = shard_times([str(done.results)])
     envelope = RunEnvelope(
         repository=REPOSITORY,
         commit=commit.sha,
@@ -60,6 +62,8 @@ def upload(server: str, token: str, done: JobRun, say: Say) -> None:
         runner_name=f"demo-runner-{shard}",
         runner_labels=["self-hosted", "cpu", "demo"],
         environment=detect(done.records),
+        started_at=started,
+        ended_at=ended,
         results=done.records,
     )
     spool = Spool(done.results.parent / "spool")

@@ -80,6 +80,7 @@ def test_the_flaky_configs_timeline_has_a_cell_per_commit(demo: DemoRun) -> None
     # `main~1` ran it slowed down (a lower bound, the fault sleeps): its duration moved.
     slowed = next(c.sha for c in MAIN if f"slow={FLAKY}" in c.faults)
     assert [p.duration_s >= SLOW_S for p in page.points if p.commit == slowed] == [True]
+    assert {p.timed_by for p in page.points} == {"start"}  # plotted when the jobs ran
 
 
 def test_the_pr_report_finds_the_regression_against_main(demo: DemoRun) -> None:
@@ -98,4 +99,8 @@ def test_the_output_links_the_pages_and_says_how_long(demo: DemoRun) -> None:
     assert f"{urls.dashboard(REPOSITORY)}/config?config=" in demo.output  # a timeline
     assert urls.api_flaky(REPOSITORY) in demo.output
     assert f"dashboard: {len(MAIN)} runs of main" in demo.output
+    # A job's line counts configs, not attempts: the subset is 108 configs, reruns apart.
+    assert f"{MAIN[1].label} shard 1/1: 108 config(s): 108 passed (1 flaky); 1 rerun(s)" in (
+        demo.output
+    )
     assert "done in " in demo.output
