@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from markupsafe import Markup, escape
 
 WIDTH, HEIGHT = 720, 240
-MARGIN_LEFT, MARGIN_RIGHT, MARGIN_TOP, MARGIN_BOTTOM = 64, 16, 28, 44
+#: The right margin holds half the last x tick's label (a short sha, a date and time).
+MARGIN_LEFT, MARGIN_RIGHT, MARGIN_TOP, MARGIN_BOTTOM = 64, 36, 28, 44
 CELL, CELL_GAP = 14, 2
 
 

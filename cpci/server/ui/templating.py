@@ -33,9 +33,9 @@ def when(value: datetime | None) -> str:
     return "–" if value is None else value.strftime("%Y-%m-%d %H:%M UTC")
 
 
-#: Where a config id may wrap: after a path's `/`, a node id's `::`, a parameter list's `[` and
-#: a parameter's `-`, never inside a name.
-_BREAKS = re.compile(r"(?<=/)|(?<=::)|(?<=\[)|(?<=-)")
+#: Where a config id may wrap: after a path's `/`, a node id's `::` and a parameter's `-`, and
+#: before its parameter list's `[`; never inside a name.
+_BREAKS = re.compile(r"(?<=/)|(?<=::)|(?=\[)|(?<=-)")
 
 
 def breakable(text: str) -> Markup:
