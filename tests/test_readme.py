@@ -18,6 +18,7 @@ from cpci import urls
 from cpci.schema import ResultRecord
 from cpci.server.core.config import reference_markdown
 from cpci.server.devpg import free_port
+from tests.upload.support import git_checkout
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
 
@@ -60,7 +61,8 @@ def test_the_service_steps_run_in_order_on_a_fresh_database(tmp_path: Path) -> N
         ["cpci", "serve"],
         ["cpci", "upload"],
     ]
-    checkout = git_checkout(tmp_path / "attn")
+    checkout = tmp_path / "attn"
+    git_checkout(checkout, branch="trial")
     record = ResultRecord(nodeid="t.py::test[p2p]", world_size=2, outcome="passed", duration_s=1)
     (checkout / "results.jsonl").write_text(record.to_json_line())
     port = str(free_port())
@@ -98,15 +100,6 @@ def test_the_service_steps_run_in_order_on_a_fresh_database(tmp_path: Path) -> N
         run = httpx.get(f"{url}{urls.api_run_summary('acme/attn', ci_run_id)}", timeout=30).json()
     assert (run["configs"], run["outcomes"]) == (1, {"passed": 1})
     assert run["run"]["branch"] == "trial"
-
-
-def git_checkout(folder: Path) -> Path:
-    """A git checkout with one commit on branch `trial`, as a user's project would be."""
-    folder.mkdir()
-    for args in (["init", "-q", "-b", "trial"], ["commit", "-q", "--allow-empty", "-m", "first"]):
-        identity = ["-c", "user.name=cpci tests", "-c", "user.email=tests@cpci.invalid"]
-        subprocess.run(["git", *identity, *args], cwd=folder, check=True, timeout=60)
-    return folder
 
 
 @contextmanager

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import httpx
@@ -14,7 +13,15 @@ import pytest
 from cpci import urls
 from cpci.cli import main
 from cpci.schema import ShardPlan
-from tests.upload.support import REPO, LiveService, record, results_file, run_cpci
+from tests.upload.support import (
+    REPO,
+    LiveService,
+    git,
+    git_checkout,
+    record,
+    results_file,
+    run_cpci,
+)
 
 SHA = "c" * 40
 
@@ -143,21 +150,11 @@ def test_refused_and_unreachable_uploads_say_why(
     assert len(list(spool.glob("upload-*.json"))) == 1
 
 
-def _checkout(folder: Path, *, branch: str = "trial") -> str:
-    """A git checkout with one commit on `branch`; returns the commit."""
-    folder.mkdir(exist_ok=True)
-    identity = ["-c", "user.name=cpci tests", "-c", "user.email=tests@cpci.invalid"]
-    for args in (["init", "-q", "-b", branch], ["commit", "-q", "--allow-empty", "-m", "first"]):
-        subprocess.run(["git", *identity, *args], cwd=folder, check=True, timeout=60)
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=folder, capture_output=True, text=True)
-    return head.stdout.strip()
-
-
 def test_a_local_upload_takes_commit_and_branch_from_git_and_a_run_id_of_its_own(
     service: LiveService, tmp_path: Path
 ) -> None:
     checkout = tmp_path / "attn"
-    commit = _checkout(checkout)
+    commit = git_checkout(checkout)
     results = _results_file(checkout)
     plan = ShardPlan(shard_index=0, shard_total=1, plan_hash="0" * 64, configs=2)
     # The plan the runner writes as it plans, and its results as they end, at known times.
@@ -198,9 +195,9 @@ def test_git_fills_only_what_the_flags_leave_out_and_says_when_the_checkout_is_d
     service: LiveService, tmp_path: Path
 ) -> None:
     checkout = tmp_path / "attn"
-    commit = _checkout(checkout)
+    commit = git_checkout(checkout)
     (checkout / "tracked.py").write_text("x = 1\n")
-    subprocess.run(["git", "add", "tracked.py"], cwd=checkout, check=True)  # staged, uncommitted
+    git(checkout, "add", "tracked.py")  # staged, not committed
     results = str(_results_file(checkout))
     base = ["upload", "--results", results, "--repository", REPO, "--server", service.url]
     base += ["--token", service.token, "--spool", str(tmp_path / "spool")]

@@ -122,6 +122,27 @@ def upload_args(
     ]
 
 
+#: Who commits in the tests' git checkouts.
+GIT_IDENTITY = ("-c", "user.name=cpci tests", "-c", "user.email=tests@cpci.invalid")
+
+
+def git(folder: Path, *args: str) -> str:
+    """`git ARGS` in `folder` (checked); its output, stripped."""
+    done = subprocess.run(
+        ["git", *GIT_IDENTITY, *args], cwd=folder, capture_output=True, text=True, check=True
+    )
+    return done.stdout.strip()
+
+
+def git_checkout(folder: Path, branch: str = "trial") -> str:
+    """A git checkout at `folder` with one commit on `branch`, as a user's project would be;
+    returns the commit."""
+    folder.mkdir(exist_ok=True)
+    git(folder, "init", "-q", "-b", branch)
+    git(folder, "commit", "-q", "--allow-empty", "-m", "first")
+    return git(folder, "rev-parse", "HEAD")
+
+
 def run_cpci(cwd: Path, *args: str, env: Mapping[str, str] | None = None) -> Completed:
     """`python -m cpci ARGS` in its own process as in a fresh job: none of this process's
     `CPCI_*` or `GITHUB_*` variables, only those in `env`."""

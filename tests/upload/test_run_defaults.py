@@ -4,22 +4,15 @@ branch from a real git checkout (or why there are none), and a run id GitHub nev
 from __future__ import annotations
 
 import os
-import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
 
+from cpci.upload import run_defaults
 from cpci.upload.envelope import RunFields, missing
-from cpci.upload.run_defaults import git_checkout, local_defaults, shard_times
+from cpci.upload.run_defaults import local_defaults, shard_times
+from tests.upload.support import git, git_checkout
 
 NOW = datetime(2025, 6, 15, 12, 0, tzinfo=timezone.utc)
-IDENTITY = ["-c", "user.name=cpci tests", "-c", "user.email=tests@cpci.invalid"]
-
-
-def git(folder: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", *IDENTITY, *args], cwd=folder, capture_output=True, text=True, check=True
-    )
-    return done.stdout.strip()
 
 
 def test_the_shard_ran_from_its_plan_to_its_last_result(tmp_path: Path) -> None:
@@ -46,14 +39,14 @@ def test_no_commit_says_why_and_the_run_id_is_one_github_never_gives(tmp_path: P
         f"--commit (or GITHUB_SHA; {tmp_path} is not in a git checkout)"
     ]
     git(tmp_path, "init", "-q")
-    assert git_checkout(tmp_path).why == f"the git checkout at {tmp_path} has no commit yet"
+    assert run_defaults.git_checkout(tmp_path).why == (
+        f"the git checkout at {tmp_path} has no commit yet"
+    )
 
 
 def test_a_detached_head_gives_its_commit_and_no_branch(tmp_path: Path) -> None:
-    git(tmp_path, "init", "-q", "-b", "trial")
-    git(tmp_path, "commit", "-q", "--allow-empty", "-m", "first")
+    head = git_checkout(tmp_path)
     git(tmp_path, "checkout", "-q", "--detach")
-    head = git(tmp_path, "rev-parse", "HEAD")
     done = local_defaults(RunFields(), [], cwd=tmp_path, now=NOW)
     assert (done.fields.commit, done.fields.branch) == (head, None)
     assert done.notes[0] == f"commit {head[:12]} from git in {tmp_path}"
