@@ -1,4 +1,5 @@
-"""GitHub side of cpci: the REST client, the PR comment, the check run, file-consistency rules.
+"""GitHub side of cpci: the REST client, the PR comment, the check run, file-consistency rules
+(file by file, or function by function for a pair of Python files).
 
 The service's webhook route drives these through `cpci.github.bot.refresh`; the Action and other
 tools can use the client and the renderers directly.
@@ -14,10 +15,12 @@ from cpci.github.consistency import (
     acknowledgements,
     evaluate,
 )
+from cpci.github.drift import FunctionDrift, FunctionRef
 from cpci.github.errors import GitHubError
 from cpci.github.gate import FailOn, gate
+from cpci.github.pair_files import GitHubPairReader, GitPairReader, PairReader
 from cpci.github.publish import CommentMode, check_run_fields, publish_check, upsert_comment
-from cpci.github.rules import Rule, RulesError, parse_rules
+from cpci.github.rules import FixMarkers, Rule, RulesError, RuleSet, parse_rules
 
 __all__ = [
     "Acknowledgements",
@@ -27,9 +30,16 @@ __all__ = [
     "ConsistencyResult",
     "FailOn",
     "Finding",
+    "FixMarkers",
+    "FunctionDrift",
+    "FunctionRef",
     "GitHubClient",
     "GitHubError",
+    "GitHubPairReader",
+    "GitPairReader",
+    "PairReader",
     "Rule",
+    "RuleSet",
     "RulesError",
     "TokenAuth",
     "acknowledgements",

@@ -2,8 +2,9 @@
 
 Called by the service on `pull_request` (opened, synchronize, reopened) and `workflow_run`
 (completed) webhooks. The rules are read at the PR's *base* commit, so a PR cannot switch off
-the rules it is checked against. Storage and the report are injected (the service passes its
-database; tests pass dicts).
+the rules it is checked against; a rule's pair of Python files is read through the contents API
+(no checkout, no clone: `cpci.github.pair_files`) and checked function by function. Storage and
+the report are injected (the service passes its database; tests pass dicts).
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from cpci.github.comment import CommentOptions, render
 from cpci.github.consistency import ConsistencyResult, evaluate
 from cpci.github.gate import FailOn
 from cpci.github.models import PullRequest
+from cpci.github.pair_files import MAX_FILE_BYTES, GitHubPairReader
 from cpci.github.publish import CommentMode, check_run_fields, publish_check, upsert_comment
-from cpci.github.rules import DEFAULT_PATH, RulesError, parse_rules
+from cpci.github.rules import DEFAULT_PATH, RulesError, RuleSet, parse_rules
 from cpci.schema import PullRequestReport
 
 ReportLoader = Callable[[str, int], PullRequestReport | None]
@@ -35,6 +37,9 @@ class BotSettings:
     bot_login: str | None = None
     service_url: str | None = None
     rules_path: str = DEFAULT_PATH
+    #: The most bytes read of a file (the rules, a pair's files); a pair file over it is
+    #: checked file by file, and says so.
+    max_file_bytes: int = MAX_FILE_BYTES
 
 
 @dataclass(frozen=True)
@@ -53,16 +58,29 @@ def check_consistency(
     pull: PullRequest,
     rules_path: str,
     labelled_by: Mapping[str, str] | None = None,
+    max_file_bytes: int = MAX_FILE_BYTES,
 ) -> ConsistencyResult:
     """The rules at the PR's base against its files, with the acks that count (`labelled_by`:
-    who added a label, from the `labeled` delivery at hand; see `cpci.github.acks`)."""
-    text = client.get_file_text(repo, rules_path, pull.base_sha)
+    who added a label, from the `labeled` delivery at hand; see `cpci.github.acks`); a pair
+    of Python files is read through the contents API and checked function by function, and
+    the PR's title and labels say whether it is a fix."""
+    found = client.get_file(repo, rules_path, pull.base_sha, max_bytes=max_file_bytes)
     acked = pull_acknowledgements(client, repo, pull, labelled_by=labelled_by)
+    if found is not None and found.text is None:
+        too_large = f"{rules_path}: {found.size:,} bytes, over the {max_file_bytes:,}-byte bound"
+        return ConsistencyResult(rules=0, files=0, findings=[], error=too_large)
     try:
-        rules = parse_rules(text, rules_path) if text else []
+        rules = parse_rules(found.text, rules_path) if found and found.text else RuleSet()
     except RulesError as exc:
         return ConsistencyResult(rules=0, files=0, findings=[], error=str(exc))
-    return evaluate(rules, client.list_pull_files(repo, pull.number), acked)
+    return evaluate(
+        rules,
+        client.list_pull_files(repo, pull.number),
+        acked,
+        reader=GitHubPairReader(client, repo, pull, max_file_bytes),
+        title=pull.title,
+        labels=pull.labels,
+    )
 
 
 def refresh(
@@ -81,7 +99,9 @@ def refresh(
     pull = client.get_pull(repo, number)
     same_head = previous is not None and previous.head_sha == pull.head_sha
     if recheck_files or not same_head or previous is None or previous.consistency is None:
-        consistency = check_consistency(client, repo, pull, settings.rules_path, labelled_by)
+        consistency = check_consistency(
+            client, repo, pull, settings.rules_path, labelled_by, settings.max_file_bytes
+        )
     else:
         consistency = previous.consistency
     report = load_report(repo, number)

@@ -1,4 +1,4 @@
-"""The one GitHub REST client the bot uses: comments, pull requests, check runs, statuses.
+"""The one GitHub REST client the bot uses: comments, pull requests, files, check runs, statuses.
 
 Every call goes through `request`, which adds the auth and the pinned API version, retries 5xx
 and secondary rate limits, waits out a spent primary limit, and maps failures to
@@ -18,7 +18,15 @@ import httpx
 from cpci import __version__
 from cpci.github.auth import Auth
 from cpci.github.errors import GitHubError, NotFound, PermissionDenied, Unreachable, error_for
-from cpci.github.models import ChangedFile, CheckRun, Comment, IssueEvent, PullRequest, Review
+from cpci.github.models import (
+    ChangedFile,
+    CheckRun,
+    Comment,
+    IssueEvent,
+    PullRequest,
+    RepoFile,
+    Review,
+)
 from cpci.github.retry import Clock, RetryPolicy, primary_reset_wait
 
 API_URL = "https://api.github.com"
@@ -223,19 +231,22 @@ class GitHubClient:
             return "none"
         return str(response.json()["permission"])
 
-    def get_file_text(self, repo: str, path: str, ref: str) -> str | None:
-        """A file's text at `ref`, or None where it does not exist (e.g. no rules file)."""
+    def get_file(self, repo: str, path: str, ref: str, *, max_bytes: int) -> RepoFile | None:
+        """The file at `ref` (repos/get-content), None where there is none (no rules file, a
+        file the PR adds). Asked in GitHub's object media type, which gives the size of any
+        file and its content up to 1 MB: a file over `max_bytes` comes back without its text,
+        and is never decoded."""
         try:
             response = self.request(
                 "GET",
-                f"/repos/{_repo(repo)}/contents/{path.lstrip('/')}",
+                f"/repos/{_repo(repo)}/contents/{quote(path.lstrip('/'))}",
                 action=f"reading {path} at {ref[:12]} in {repo}",
                 params={"ref": ref},
-                headers={"Accept": "application/vnd.github.raw+json"},
+                headers={"Accept": "application/vnd.github.object"},
             )
         except NotFound:
             return None
-        return response.text
+        return RepoFile.from_api(response.json(), max_bytes)
 
     # -- check runs and statuses ------------------------------------------------------------
 

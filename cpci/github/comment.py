@@ -9,6 +9,7 @@ the bot finds its comment by; it also records whether the PR was red, for `new-o
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from cpci import urls
 from cpci.github import markdown as md
 from cpci.github.client import COMMENT_LIMIT
 from cpci.github.consistency import ConsistencyResult, Finding
+from cpci.github.drift import FunctionDrift, FunctionRef
 from cpci.github.gate import FailOn, Gate, gate
 from cpci.schema import VERDICTS, ConfigVerdict, PullRequestReport, ShiftFinding
 from cpci.schema.verdicts import info
@@ -128,6 +130,7 @@ def _render(
                 open_=True,
             )
         )
+        parts.append(_drifts(consistency, cap, full))
     if full:
         parts.append(f"<sub>{md.link('Full report', full)}</sub>")
     return "\n\n".join(p for p in parts if p) + "\n"
@@ -235,8 +238,16 @@ def _section(
 
 
 def _history(item: ConfigVerdict | ShiftFinding, base: str) -> str:
-    url = item.history_url
-    return md.link("history", base + url if url.startswith("/") else url)
+    return md.link("history", _absolute(item.history_url, base))
+
+
+def _absolute(url: str, base: str) -> str:
+    """One of the service's own links as a comment on GitHub can use it: a path on the service
+    made absolute with its URL; without one, nothing (`md.link` then shows the label alone: a
+    bare path would lead to a page of GitHub's own)."""
+    if not url.startswith("/"):
+        return url
+    return base + url if base else ""
 
 
 def _name(item: ConfigVerdict) -> str:
@@ -267,7 +278,7 @@ def _flaky(item: ConfigVerdict, base: str) -> str:
     if known is not None and known.flaky and known.runs:  # history-based evidence, not a rerun's
         evidence += f"; {known.failures} failure(s), {known.passes} pass(es) in {known.runs} run(s)"
     runs = known.failing_runs[:3] if known else []
-    links = ", ".join(md.link(f"run {r.ci_run_id}", r.url) for r in runs)
+    links = ", ".join(md.link(f"run {r.ci_run_id}", _absolute(r.url, base)) for r in runs)
     return (
         f"{_name(item)} — {evidence}"
         + (f" (failed in {links})" if links else "")
@@ -308,14 +319,65 @@ def _shift(item: ShiftFinding, base: str) -> str:
     )
 
 
+_LEVEL = {"fail": "**fail**", "warn": "warn", "note": "note (acknowledged)"}
+#: The most characters of a drift's hunk shown, and of a patch (a longer one is not shown: a
+#: cut patch would not apply).
+HUNK_LIMIT = 3_000
+PATCH_LIMIT = 12_000
+
+
 def _finding(item: Finding, base: str) -> str:
-    level = {"fail": "**fail**", "warn": "warn", "note": "note (acknowledged)"}[item.level]
     files = ", ".join(md.code(f) for f in item.files[:10])
     missing = ", ".join(md.code(p) for p in item.unchanged)
-    return (
-        f"{level} {md.code(item.rule)}: changed {files} but not {missing} — "
-        f"{md.text(item.message, 500)}"
-    )
+    what = f"changed {files} but not {missing}" if missing else f"changed {files}"
+    if item.granularity == "function":
+        what = "; ".join([what, *map(md.text, item.tally())])
+    elif item.file_level_because:
+        what += f" (checked file by file: {md.text(item.file_level_because)})"
+    level = _LEVEL[item.level] if item.acknowledged or item.level != "note" else "note"
+    return f"{level} {md.code(item.rule)}: {what} — {md.text(item.message, 500)}"
+
+
+def _drifts(consistency: ConsistencyResult, cap: int, full: str | None) -> str:
+    """A block per function to port, at most `cap`: the two functions, the PR's hunk, and the
+    patch for the twin (collapsed) or why there is none."""
+    pending = [(f, d) for f in consistency.findings for d in f.drifts if not d.acknowledged]
+    blocks = [_drift(finding, drift) for finding, drift in pending[:cap]]
+    if len(pending) > cap:
+        more = f"… and {len(pending) - cap:,} more function(s) to port"
+        blocks.append(more + (f" in the {md.link('full report', full)}" if full else ""))
+    return "\n\n".join(blocks)
+
+
+def _drift(finding: Finding, drift: FunctionDrift) -> str:
+    done = "was removed" if drift.change == "removed" else "changed"
+    twin = "changed otherwise" if drift.twin_changed else "did not"
+    ack = md.code(f"cpci-ack: {finding.rule}:{drift.function.qualname}")
+    lines = [
+        f"{_LEVEL[drift.level]} {md.code(finding.rule)}: {_function(drift.function)} {done}; its "
+        f"twin {_function(drift.twin)} {twin} ({drift.similarity:.0%} alike before this PR). "
+        f"To acknowledge only this one: {ack}."
+        + (f" {md.text(drift.note, 500)}" if drift.note else ""),
+        md.fenced(drift.hunk.rstrip("\n"), "diff", limit=HUNK_LIMIT),
+    ]
+    path = f"<code>{html.escape(drift.twin.path)}</code>"
+    if drift.patch is not None and len(drift.patch) <= PATCH_LIMIT:
+        summary = f"Patch for {path}: the same change, applies at the head (<code>git apply</code>)"
+        patch = md.fenced(drift.patch.rstrip("\n"), "diff", limit=PATCH_LIMIT)
+        lines.append(md.details(summary, patch))
+    elif drift.patch is not None:
+        lines.append(
+            f"The patch for {md.code(drift.twin.path)} is {drift.patch.count(chr(10)):,} lines, "
+            "too long for this comment: `cpci consistency --patch-dir DIR` writes it."
+        )
+    else:
+        lines.append(f"⚠️ {md.text(drift.patch_problem, 500)}")
+    return "\n\n".join(lines)
+
+
+def _function(ref: FunctionRef) -> str:
+    where = f"{ref.path}#L{ref.start}-L{ref.end}"
+    return f"{md.code(ref.qualname)} ({md.link(where, ref.url) if ref.url else md.code(where)})"
 
 
 def _full_report_url(

@@ -20,36 +20,53 @@ class GitError(RuntimeError):
 
 def changed_files(base: str, head: str, repo: str | Path = ".") -> list[ChangedFile]:
     """The files changed between the merge base of `base` and `head`, and `head`."""
-    command = ["git", "-C", str(repo), "diff", "--name-status", "-M", "-z", f"{base}...{head}"]
-    try:
-        done = subprocess.run(command, capture_output=True, check=False)
-    except FileNotFoundError as exc:
-        raise GitError("git is not installed or not on PATH") from exc
+    done = _git(repo, "diff", "--name-status", "-M", "-z", f"{base}...{head}")
     if done.returncode != 0:
         stderr = done.stderr.decode(errors="replace").strip()
         raise GitError(
-            f"`{' '.join(command)}` failed: {stderr}. Both refs must exist in the checkout: "
-            "with actions/checkout, set `fetch-depth: 0` (a shallow clone has no merge base)"
+            f"`git diff --name-status -M {base}...{head}` failed: {stderr}. Both refs must "
+            "exist in the checkout: with actions/checkout, set `fetch-depth: 0` (a shallow "
+            "clone has no merge base)"
         )
     return parse_name_status(done.stdout.decode())
 
 
 def file_at(ref: str, path: str, repo: str | Path = ".") -> str | None:
     """A file's text at `ref` (e.g. the rules at the PR's base), None where it does not exist."""
-    command = ["git", "-C", str(repo), "show", f"{ref}:{path}"]
-    try:
-        done = subprocess.run(command, capture_output=True, check=False)
-    except FileNotFoundError as exc:
-        raise GitError("git is not installed or not on PATH") from exc
+    data = blob_at(ref, path, repo)
+    return data.decode("utf-8", errors="replace") if data is not None else None
+
+
+def blob_at(ref: str, path: str, repo: str | Path = ".") -> bytes | None:
+    """A file's bytes at `ref`, None where it does not exist (the ref must)."""
+    done = _git(repo, "show", f"{ref}:{path}")
     if done.returncode == 0:
-        return done.stdout.decode("utf-8", errors="replace")
-    verify = ["git", "-C", str(repo), "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"]
-    if subprocess.run(verify, capture_output=True, check=False).returncode == 0:
+        return done.stdout
+    if _git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}").returncode == 0:
         return None  # the ref exists, the file does not
     raise GitError(
-        f"`{' '.join(command)}` failed: {done.stderr.decode(errors='replace').strip()}. The ref "
-        "must exist in the checkout: with actions/checkout, set `fetch-depth: 0`"
+        f"`git show {ref}:{path}` failed: {done.stderr.decode(errors='replace').strip()}. The "
+        "ref must exist in the checkout: with actions/checkout, set `fetch-depth: 0`"
     )
+
+
+def merge_base(base: str, head: str, repo: str | Path = ".") -> str:
+    """The commit `git diff base...head` compares head with: what the PR's base is."""
+    done = _git(repo, "merge-base", base, head)
+    if done.returncode != 0:
+        raise GitError(
+            f"`git merge-base {base} {head}` failed: "
+            f"{done.stderr.decode(errors='replace').strip() or 'no common commit'}. Both refs "
+            "must exist in the checkout: with actions/checkout, set `fetch-depth: 0`"
+        )
+    return done.stdout.decode().strip()
+
+
+def _git(repo: str | Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    try:
+        return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, check=False)
+    except FileNotFoundError as exc:
+        raise GitError("git is not installed or not on PATH") from exc
 
 
 def parse_name_status(output: str) -> list[ChangedFile]:

@@ -5,6 +5,7 @@ Only what is used is kept, so a field GitHub adds or deprecates elsewhere change
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -37,6 +38,7 @@ class Comment(_Model):
 class PullRequest(_Model):
     number: int
     state: str
+    title: str = ""
     body: str
     author: str | None = None
     labels: tuple[str, ...]
@@ -58,6 +60,7 @@ class PullRequest(_Model):
         return cls(
             number=data["number"],
             state=data["state"],
+            title=data.get("title") or "",
             body=data.get("body") or "",
             author=_login(data.get("user")),
             labels=tuple(str(label["name"]) for label in data.get("labels") or ()),
@@ -123,11 +126,13 @@ class IssueEvent(_Model):
 
 
 class ChangedFile(_Model):
-    """One file of a PR's diff; a rename keeps its old name too."""
+    """One file of a PR's diff; a rename keeps its old name too. `patch` is the PR's diff of
+    it against the merge base, as hunks (GitHub leaves it out of large or binary diffs)."""
 
     filename: str
     status: str
     previous_filename: str | None = None
+    patch: str | None = None
 
     @classmethod
     def from_api(cls, data: dict[str, Any]) -> ChangedFile:
@@ -135,7 +140,28 @@ class ChangedFile(_Model):
             filename=data["filename"],
             status=data["status"],
             previous_filename=data.get("previous_filename"),
+            patch=data.get("patch"),
         )
+
+
+class RepoFile(_Model):
+    """A file at a commit (repos/get-content): its size in bytes, and its text unless it was
+    over the reader's bound (`text` None; GitHub itself sends no content past 1 MB)."""
+
+    path: str
+    size: int
+    text: str | None
+
+    @classmethod
+    def from_api(cls, data: dict[str, Any], max_bytes: int) -> RepoFile | None:
+        """None for what is not a file (a directory, a submodule, a symlink outside)."""
+        if data.get("type") != "file":
+            return None
+        size = int(data["size"])
+        text = None
+        if size <= max_bytes and data.get("encoding") == "base64":
+            text = base64.b64decode(data["content"]).decode("utf-8", errors="replace")
+        return cls(path=data["path"], size=size, text=text)
 
 
 class CheckRun(_Model):

@@ -163,7 +163,15 @@ def _keep(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def _drop_evidence(data: dict[str, Any]) -> dict[str, Any]:
-    report = data["report"]
+    """The report without its flakiness evidence, the findings without their hunks and patches
+    (the comment shows them)."""
+    report, consistency = data["report"], data["consistency"]
+    if consistency is not None:
+        findings = [
+            {**f, "drifts": [{**d, "hunk": "", "patch": None} for d in f.get("drifts", [])]}
+            for f in consistency["findings"]
+        ]
+        data = {**data, "consistency": {**consistency, "findings": findings}}
     if report is None:
         return data
     sections = [v.field for v in VERDICTS if v.field]

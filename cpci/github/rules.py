@@ -1,6 +1,9 @@
 """The file-consistency rules file (`.github/cpci.yml` in the user's repository).
 
 ```yaml
+fixes:                                   # what marks a PR as a fix (these are the defaults)
+  title-prefixes: ["fix:", "fix("]       # its title starts so (any case)
+  labels: []                             # or it has one of these labels
 consistency:
   - name: dtensor-policy-worker          # letters, digits, . _ -; used in acknowledgements
     paths:                               # two or more paths or globs that change together
@@ -8,7 +11,12 @@ consistency:
       - nemo_rl/models/policy/workers/dtensor_policy_worker_v2.py
     severity: warn                       # warn (default) or fail
     message: Port the change to both workers.
+    granularity: function                # file, or function: the default for two .py paths
+    similarity: 0.75                     # how alike twins are, 0 to 1 (function level)
 ```
+
+At function level a PR is checked function by function (`cpci.github.drift`), and a fix PR
+that leaves a twin behind raises the rule's severity one step (warn to fail).
 
 Parsed from YAML nodes, not plain data, so every error names the file, the line and the fix.
 """
@@ -16,6 +24,7 @@ Parsed from YAML nodes, not plain data, so every error names the file, the line 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Literal
@@ -25,7 +34,11 @@ import yaml
 DEFAULT_PATH = ".github/cpci.yml"
 RULE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 Severity = Literal["warn", "fail"]
-_RULE_KEYS = {"name", "paths", "severity", "message"}
+Granularity = Literal["file", "function"]
+#: How alike (difflib's ratio of their lines) a function and its twin must be to be twins.
+DEFAULT_SIMILARITY = 0.75
+_RULE_KEYS = {"name", "paths", "severity", "message", "granularity", "similarity"}
+_FIXES_KEYS = {"title-prefixes", "labels"}
 
 
 class RulesError(ValueError):
@@ -34,16 +47,58 @@ class RulesError(ValueError):
 
 @dataclass(frozen=True)
 class Rule:
-    """Paths or globs that must change together; `severity` says whether a miss fails."""
+    """Paths or globs that must change together; `severity` says whether a miss fails;
+    `granularity` None is the default: function for a pair of .py files, else file."""
 
     name: str
     paths: tuple[str, ...]
     severity: Severity = "warn"
     message: str = ""
+    granularity: Granularity | None = None
+    similarity: float = DEFAULT_SIMILARITY
 
     @cached_property
     def patterns(self) -> tuple[Glob, ...]:
         return tuple(glob_pattern(p) for p in self.paths)
+
+    @property
+    def by_function(self) -> bool:
+        """Whether the rule is checked function by function."""
+        if self.granularity is None:
+            return python_pair(self.paths)
+        return self.granularity == "function"
+
+
+def python_pair(paths: Sequence[str]) -> bool:
+    """Two .py paths without wildcards: what function-level drift can compare."""
+    return len(paths) == 2 and all(p.endswith(".py") and not set(p) & set("*?[") for p in paths)
+
+
+@dataclass(frozen=True)
+class FixMarkers:
+    """What marks a PR as a fix: a title prefix (any case) or a label."""
+
+    title_prefixes: tuple[str, ...] = ("fix:", "fix(")
+    labels: tuple[str, ...] = ()
+
+    def reason(self, title: str, labels: Iterable[str]) -> str:
+        """Why a PR with this title and these labels is a fix; "" when it is not."""
+        lowered = title.strip().lower()
+        for prefix in self.title_prefixes:
+            if lowered.startswith(prefix.lower()):
+                return f"its title starts with `{prefix}`"
+        for label in labels:
+            if label in self.labels:
+                return f"it has the label `{label}`"
+        return ""
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    """A rules file: its consistency rules, in order, and what marks a fix."""
+
+    rules: tuple[Rule, ...] = ()
+    fixes: FixMarkers = FixMarkers()
 
 
 class Steps:
@@ -112,8 +167,8 @@ def glob_pattern(glob: str) -> Glob:
     return Glob(glob)
 
 
-def parse_rules(source: str, filename: str = DEFAULT_PATH) -> list[Rule]:
-    """Rules from the file's text; an empty file has none."""
+def parse_rules(source: str, filename: str = DEFAULT_PATH) -> RuleSet:
+    """The rules file's rules and fix markers; an empty file has none (and the defaults)."""
     try:
         root = yaml.compose(source, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:
@@ -121,14 +176,17 @@ def parse_rules(source: str, filename: str = DEFAULT_PATH) -> list[Rule]:
         line = mark.line + 1 if mark is not None else 1
         raise RulesError(f"{filename}:{line}: not valid YAML: {exc.problem}") from exc
     if root is None:
-        return []
+        return RuleSet()
     where = _Where(filename)
     top = where.mapping(root, "the file")
-    unknown = sorted(set(top) - {"consistency"})
+    unknown = sorted(set(top) - {"consistency", "fixes"})
     if unknown:
-        raise where.error(top[unknown[0]][0], f"unknown key {unknown[0]!r}; expected 'consistency'")
+        raise where.error(
+            top[unknown[0]][0], f"unknown key {unknown[0]!r}; expected 'consistency' or 'fixes'"
+        )
+    fixes = where.fixes(top["fixes"][1]) if "fixes" in top else FixMarkers()
     if "consistency" not in top:
-        return []
+        return RuleSet((), fixes)
     entries = where.sequence(top["consistency"][1], "'consistency'")
     rules = [where.rule(entry) for entry in entries]
     seen: dict[str, int] = {}
@@ -138,7 +196,7 @@ def parse_rules(source: str, filename: str = DEFAULT_PATH) -> list[Rule]:
                 entry, f"rule name {rule.name!r} is used twice (first on line {seen[rule.name]})"
             )
         seen[rule.name] = entry.start_mark.line + 1
-    return rules
+    return RuleSet(tuple(rules), fixes)
 
 
 class _Where:
@@ -194,4 +252,46 @@ class _Where:
                 )
             severity = "fail" if given == "fail" else "warn"
         message = self.string(fields["message"][1], "'message'") if "message" in fields else ""
-        return Rule(name, tuple(paths), severity, message)
+        granularity: Granularity | None = None
+        if "granularity" in fields:
+            node = fields["granularity"][1]
+            given = self.string(node, "'granularity'")
+            if given not in ("file", "function"):
+                raise self.error(node, f"granularity must be 'file' or 'function', got {given!r}")
+            if given == "function" and not python_pair(paths):
+                raise self.error(
+                    node,
+                    f"rule {name!r}: granularity 'function' needs exactly two .py paths without "
+                    "wildcards; use 'file' or name the two files",
+                )
+            granularity = "function" if given == "function" else "file"
+        similarity = DEFAULT_SIMILARITY
+        if "similarity" in fields:
+            node = fields["similarity"][1]
+            try:
+                similarity = float(self.string(node, "'similarity'"))
+            except ValueError:
+                similarity = -1.0
+            if not 0.0 < similarity <= 1.0:
+                raise self.error(
+                    node, f"similarity must be a number above 0 and at most 1, got {node.value!r}"
+                )
+        return Rule(name, tuple(paths), severity, message, granularity, similarity)
+
+    def strings(self, node: yaml.Node, what: str) -> tuple[str, ...]:
+        return tuple(self.string(item, f"each of {what}") for item in self.sequence(node, what))
+
+    def fixes(self, node: yaml.Node) -> FixMarkers:
+        fields = self.mapping(node, "'fixes'")
+        for key, (key_node, _) in fields.items():
+            if key not in _FIXES_KEYS:
+                raise self.error(
+                    key_node, f"unknown key {key!r} in 'fixes'; expected {sorted(_FIXES_KEYS)}"
+                )
+        defaults = FixMarkers()
+        return FixMarkers(
+            self.strings(fields["title-prefixes"][1], "'title-prefixes'")
+            if "title-prefixes" in fields
+            else defaults.title_prefixes,
+            self.strings(fields["labels"][1], "'labels'") if "labels" in fields else (),
+        )

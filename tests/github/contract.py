@@ -12,12 +12,13 @@ import copy
 import functools
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from openapi_core import OpenAPI
+from openapi_core import Config, OpenAPI
 from openapi_core.datatypes import RequestParameters
 from openapi_schema_validator import OAS30Validator
 from werkzeug.datastructures import Headers, ImmutableMultiDict
@@ -71,8 +72,51 @@ def _null_in_nullable_enums(node: Any) -> None:
 
 
 @functools.lru_cache(maxsize=1)
+def _multi_segment_paths() -> list[tuple[re.Pattern[str], list[str]]]:
+    """Each path template with `x-multi-segment` parameters (a file's path in
+    repos/get-content, a ref in repos/get-commit: GitHub lets them hold `/`), as a regex in
+    which those parameters span segments, with the parameters' names in order."""
+    found = []
+    for template, item in _spec()["paths"].items():
+        params = [
+            p
+            for op in item.values()
+            if isinstance(op, dict)
+            for p in op.get("parameters", [])
+            if p.get("x-multi-segment")
+        ]
+        multi = {p["name"] for p in params}
+        if not multi:
+            continue
+        names = re.findall(r"{(\w+)}", template)
+        pattern = re.escape(template)
+        for name in names:
+            part = "(.+)" if name in multi else "([^/]+)"
+            pattern = pattern.replace(re.escape("{" + name + "}"), part, 1)
+        found.append((re.compile(pattern), names))
+    return found
+
+
+def _one_segment(path: str) -> str:
+    """The path with each multi-segment parameter's `/` quoted, so openapi-core (which matches
+    a template parameter within one segment) finds the operation GitHub documents."""
+    for pattern, names in _multi_segment_paths():
+        match = pattern.fullmatch(path)
+        if match is None:
+            continue
+        pieces, last = [], 0
+        for index in range(1, len(names) + 1):
+            pieces += [path[last : match.start(index)], match.group(index).replace("/", "%2F")]
+            last = match.end(index)
+        return "".join(pieces) + path[last:]
+    return path
+
+
+@functools.lru_cache(maxsize=1)
 def _openapi() -> OpenAPI:
-    return OpenAPI.from_dict(_spec())
+    # GitHub's object media type (repos/get-content) is JSON: read it as such.
+    config = Config(extra_media_type_deserializers={"application/vnd.github.object": json.loads})
+    return OpenAPI.from_dict(_spec(), config=config)
 
 
 def webhook_schema(name: str) -> dict[str, Any]:
@@ -103,7 +147,7 @@ class _Request:
 
     @property
     def path(self) -> str:
-        return self._request.url.path
+        return _one_segment(self._request.url.path)
 
     @property
     def method(self) -> str:

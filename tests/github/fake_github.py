@@ -3,17 +3,21 @@
 `FakeGitHub.handle` takes an `httpx.Request` and returns an `httpx.Response`: tests use it behind
 `httpx.MockTransport`, or behind a real HTTP server on 127.0.0.1 (`serve()`). Every request is
 validated against shared/reference/github-rest-subset.json before it is answered and every
-answer after; bodies start from the contract's own examples. Five routes are outside that subset
-(an installation token, a file's contents, a PR's reviews, `GET /app`, `GET /user`) and are
-checked by hand, as GitHub documents them. Who added a label is an issue event
-(issues/list-events) and who may write a permission level
+answer after; bodies start from the contract's own examples. Four routes are outside that subset
+(an installation token, a PR's reviews, `GET /app`, `GET /user`) and are checked by hand, as
+GitHub documents them. A file's contents (repos/get-content) are served in the object media
+type the client asks for, with the size of any file and its content up to GitHub's 1 MB. Who
+added a label is an issue event (issues/list-events) and who may write a permission level
 (repos/get-collaborator-permission-level): a login the fake was not told about has `read`, as
 anyone has on a public repository.
 """
 
 from __future__ import annotations
 
+import base64
 import copy
+import difflib
+import hashlib
 import http.server
 import itertools
 import json
@@ -22,6 +26,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote
 
 import httpx
 import jwt
@@ -64,6 +69,7 @@ class FakeGitHub:
         self.check_runs: dict[int, dict[str, Any]] = {}
         self.statuses: list[dict[str, Any]] = []
         self.contents: dict[tuple[str, str, str], str] = {}  # (repo, path, ref) -> text
+        self.merge_bases: dict[tuple[str, int], str] = {}
         self.reviews: dict[tuple[str, int], list[dict[str, Any]]] = {}
         self.events: dict[tuple[str, int], list[dict[str, Any]]] = {}
         self.permissions: dict[tuple[str, str], str] = {}  # (repo, login) -> admin/write/...
@@ -82,16 +88,22 @@ class FakeGitHub:
         head_sha: str,
         base_sha: str,
         body: str = "",
+        title: str | None = None,
         labels: tuple[str, ...] = (),
         files: list[tuple[str, str] | tuple[str, str, str]] = (),  # type: ignore[assignment]
         head_repo: str | None = None,
         head_ref: str | None = None,
         base_ref: str | None = None,
+        merge_base: str | None = None,
     ) -> None:
         """A PR; `files` as (status, name) or ("renamed", new, old); its head in `head_repo`
-        (a fork; default `repo`) on `head_ref`, into `base_ref` (defaults: the example's)."""
+        (a fork; default `repo`) on `head_ref`, into `base_ref` (defaults: the example's, and
+        its title). Its files' `patch` is their diff from `merge_base` (default `base_sha`:
+        as on GitHub, `base.sha` is the base branch's tip, which may have moved on since)."""
         pull = copy.deepcopy(contract._spec()["components"]["examples"]["pull-request"]["value"])
         pull.update(number=number, body=body, requested_teams=[], state="open")
+        pull.update(html_url=f"https://github.com/{repo}/pull/{number}")
+        pull["title"] = title if title is not None else pull["title"]
         pull["labels"] = [{**pull["labels"][0], "name": name} for name in labels]
         pull["head"]["sha"], pull["base"]["sha"] = head_sha, base_sha
         pull["base"]["repo"]["full_name"] = repo
@@ -100,6 +112,7 @@ class FakeGitHub:
         pull["base"]["ref"] = base_ref or pull["base"]["ref"]
         self.pulls[(repo, number)] = pull
         self.files[(repo, number)] = [self._diff_entry(*entry) for entry in files]
+        self.merge_bases[(repo, number)] = merge_base or base_sha
 
     def _diff_entry(self, status: str, name: str, old: str | None = None) -> dict[str, Any]:
         entry = copy.deepcopy(
@@ -307,7 +320,24 @@ def _get_pull(fake: FakeGitHub, request: httpx.Request, p: dict[str, str]) -> ht
 
 
 def _list_files(fake: FakeGitHub, request: httpx.Request, p: dict[str, str]) -> httpx.Response:
-    return fake.page(request, fake.files.get((f"{p['owner']}/{p['repo']}", int(p["n"])), []))
+    repo, number = f"{p['owner']}/{p['repo']}", int(p["n"])
+    head = fake.pulls[(repo, number)]["head"]["sha"]
+    entries = []
+    for entry in fake.files.get((repo, number), []):
+        old = entry.get("previous_filename", entry["filename"])
+        before = fake.contents.get((repo, old, fake.merge_bases[(repo, number)]))
+        after = fake.contents.get((repo, entry["filename"], head))
+        entry = {k: v for k, v in entry.items() if k != "patch"}  # what the fake cannot know
+        if before is not None and after is not None:
+            entry["patch"] = _hunks(before, after)
+        entries.append(entry)
+    return fake.page(request, entries)
+
+
+def _hunks(before: str, after: str) -> str:
+    """A file's diff as the file list's `patch` holds it: hunks only, no file headers."""
+    lines = difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="")
+    return "\n".join(list(lines)[2:])
 
 
 def _create_check(fake: FakeGitHub, request: httpx.Request, p: dict[str, str]) -> httpx.Response:
@@ -365,15 +395,42 @@ def _permission(fake: FakeGitHub, request: httpx.Request, p: dict[str, str]) -> 
     return fake.json(200, body)
 
 
+#: GitHub's contents API sends a file's content up to this size; past it, `encoding` is "none".
+CONTENT_LIMIT = 1_000_000
+
+
 def _contents(fake: FakeGitHub, request: httpx.Request, p: dict[str, str]) -> httpx.Response:
-    # Outside the subset: GET /repos/{owner}/{repo}/contents/{path}, raw media type.
-    assert request.headers["accept"] == "application/vnd.github.raw+json"
-    text = fake.contents.get((f"{p['owner']}/{p['repo']}", p["path"], request.url.params["ref"]))
+    # repos/get-content for a file: the object media type (content-tree) or the default
+    # (content-file), which for a file hold the same fields.
+    repo, path, ref = f"{p['owner']}/{p['repo']}", unquote(p["path"]), request.url.params["ref"]
+    text = fake.contents.get((repo, path, ref))
     if text is None:
         return _error(404, "Not Found")
-    return httpx.Response(
-        200, text=text, headers={"content-type": "application/vnd.github.raw+json"}
+    data = text.encode()
+    body = copy.deepcopy(
+        contract._spec()["components"]["examples"]["content-file-response-if-content-is-a-file"][
+            "value"
+        ]
     )
+    sha = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+    encoded = base64.encodebytes(data).decode() if len(data) <= CONTENT_LIMIT else ""
+    api = f"https://api.github.com/repos/{repo}"
+    body.update(
+        name=path.rpartition("/")[2],
+        path=path,
+        size=len(data),
+        sha=sha,
+        content=encoded,
+        encoding="base64" if len(data) <= CONTENT_LIMIT else "none",
+        url=f"{api}/contents/{path}?ref={ref}",
+        git_url=f"{api}/git/blobs/{sha}",
+        html_url=f"https://github.com/{repo}/blob/{ref}/{path}",
+        download_url=f"https://raw.githubusercontent.com/{repo}/{ref}/{path}",
+    )
+    body["_links"] = {"git": body["git_url"], "self": body["url"], "html": body["html_url"]}
+    asked = request.headers.get("accept", "")
+    kind = asked if asked == "application/vnd.github.object" else "application/json"
+    return httpx.Response(200, content=json.dumps(body).encode(), headers={"content-type": kind})
 
 
 def _app_token(fake: FakeGitHub, request: httpx.Request, p: dict[str, str]) -> httpx.Response:
@@ -448,7 +505,7 @@ ROUTES: list[tuple[str, re.Pattern[str], str | None, Handler]] = [
             "/collaborators/{username}/permission",
             _permission,
         ),
-        ("GET", r"/contents/(?P<path>.+)", None, _contents),
+        ("GET", r"/contents/(?P<path>.+)", "/contents/{path}", _contents),
         ("GET", r"/pulls/(?P<n>\d+)/reviews", None, _list_reviews),
     ]
 ] + [

@@ -23,3 +23,10 @@ def rendered_cells(table: str) -> list[list[tuple[str, str]]]:
             plain = "".join(c.content for c in children if c.type == "text")
             rows[-1].append((code, plain))
     return [row for row in rows if row]
+
+
+def fenced_blocks(markdown: str, info: str) -> list[str]:
+    """The text of each fenced code block with this info string, as a reader copies it."""
+    markdown_it = pytest.importorskip("markdown_it", reason="markdown-it-py reads the blocks")
+    tokens = markdown_it.MarkdownIt("commonmark").parse(markdown)
+    return [t.content for t in tokens if t.type == "fence" and t.info == info]

@@ -182,7 +182,7 @@ def test_bad_token_and_missing_pull(fake: FakeGitHub, clock: FakeClock) -> None:
     with GitHubClient(TokenAuth("ghs_test"), transport=fake.transport(), clock=clock.clock()) as gh:
         with pytest.raises(NotFound):
             gh.get_pull(REPO, 404)
-        assert gh.get_file_text(REPO, ".github/cpci.yml", HEAD) is None
+        assert gh.get_file(REPO, ".github/cpci.yml", HEAD, max_bytes=1000) is None
 
 
 def test_the_fake_rejects_requests_outside_the_contract(client: GitHubClient) -> None:

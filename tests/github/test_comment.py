@@ -11,12 +11,17 @@ import pytest
 from cpci.github import markdown as md
 from cpci.github.client import COMMENT_LIMIT, GitHubClient
 from cpci.github.comment import MARKER, CommentOptions, gate_recorded_in, render
-from cpci.github.consistency import evaluate
+from cpci.github.consistency import acknowledgements, evaluate
 from cpci.github.models import ChangedFile
 from cpci.github.publish import upsert_comment
 from cpci.github.rules import parse_rules
 from cpci.schema import FlakeTest
 from tests.github.fake_github import FakeGitHub
+from tests.github.gfm import fenced_blocks
+from tests.github.pairs import EMPTY_BATCH, WORKER_V1, WORKER_V2, edit, git_apply, pair
+from tests.github.pairs import RULES as PAIR_RULES
+from tests.github.pairs import V1 as PAIR_V1
+from tests.github.pairs import V2 as PAIR_V2
 from tests.github.pull_reports import drift, flaky_evidence, report, verdict
 
 #: A CommonMark code span: a backtick run, then anything up to a run of the same length.
@@ -219,3 +224,83 @@ def test_a_new_failure_shows_why_flakiness_was_ruled_out_and_its_leg() -> None:
     assert md.text(test.text()) in line
     plain = render(report(new_failures=[verdict("p2p-bf16")]), None, OPTIONS)
     assert "passes at base" not in plain  # the section's title says as much
+
+
+def _drifts(title: str = "", body: str = ""):  # type: ignore[no-untyped-def]
+    """The pair's comment: v2 fixes `train`, and edits `get_logprobs` where v1 differs."""
+    v2_head = edit(WORKER_V2, *EMPTY_BATCH)
+    v2_head = edit(v2_head, "torch.inference_mode()", "torch.inference_mode(), self.ctx()")
+    return evaluate(
+        parse_rules(PAIR_RULES),
+        [ChangedFile(filename=PAIR_V2, status="modified")],
+        acknowledgements((), body),
+        reader=pair(v2_head=v2_head),
+        title=title,
+    )
+
+
+def test_golden_function_level_drift() -> None:
+    _golden("drift.md", render(None, _drifts(), OPTIONS, repository="o/r", pull_request=7))
+
+
+def test_a_drift_names_both_functions_shows_the_hunk_and_a_patch_that_applies(
+    tmp_path: Path,
+) -> None:
+    body = render(None, _drifts(), OPTIONS, repository="o/r", pull_request=7)
+    assert md.text("2 function(s) to port") in body
+    link = md.link(f"{PAIR_V2}#L13-L19", f"https://github.com/o/r/blob/head/{PAIR_V2}#L13-L19")
+    assert f"`DTensorPolicyWorkerV2.train` ({link}) changed; its twin" in body
+    assert "`cpci-ack: workers:DTensorPolicyWorkerV2.train`" in body
+    conflict = md.text("the change does not apply cleanly to `DTensorPolicyWorker.get_logprobs`")
+    assert f"⚠️ {conflict}" in body
+    assert f"<details><summary>Patch for <code>{PAIR_V1}</code>" in body
+    hunk, patch, _conflict_hunk = fenced_blocks(body, "diff")
+    assert "+        return sum(losses) / max(len(losses), 1)\n" in hunk
+    after = git_apply(tmp_path, {PAIR_V1: WORKER_V1}, patch)
+    assert after[PAIR_V1] == edit(WORKER_V1, *EMPTY_BATCH)
+
+
+def test_an_acknowledged_drift_shows_no_block_and_a_fix_says_it_raised() -> None:
+    acked = render(None, _drifts(body="cpci-ack: workers:train"), OPTIONS)
+    assert md.text("1 function(s) to port") in acked
+    assert acked.count("<details>") == 0
+    assert "1 acknowledged" in acked
+    fix = render(None, _drifts(title="fix: empty batches"), OPTIONS)
+    assert "raised to fail: this PR is a fix" in fix
+    assert "**fail** `workers`: `DTensorPolicyWorkerV2.train`" in fix
+    assert gate_recorded_in(fix) == "failure"
+
+
+def test_many_drifts_still_fit_the_comment_and_point_at_the_full_report() -> None:
+    consistency = _drifts()
+    [finding] = consistency.findings
+    many = [
+        d.model_copy(update={"hunk": d.hunk * 40, "patch": d.patch and d.patch * 20})
+        for d in finding.drifts * 60
+    ]
+    consistency.findings[0] = finding.model_copy(update={"drifts": many})
+    body = render(None, consistency, OPTIONS, repository="o/r", pull_request=7)
+    assert len(body) <= COMMENT_LIMIT
+    assert "more function(s) to port in the [full report]" in body
+
+
+@pytest.mark.parametrize(
+    ("service_url", "shown"),
+    [
+        ("https://cpci.example.com", "](https://cpci.example.com/ui/acme/attn/runs/local-1))"),
+        (None, "(failed in run local\\-1)"),
+    ],
+)
+def test_a_flaky_configs_runs_not_run_by_github_link_to_the_service_or_to_nothing(
+    service_url: str | None, shown: str
+) -> None:
+    local = (
+        flaky_evidence()
+        .failing_runs[0]
+        .model_copy(update={"ci_run_id": "local-1", "url": "/ui/acme/attn/runs/local-1"})
+    )
+    known = flaky_evidence(failing_runs=[local])
+    item = verdict("a2a", "flaky", reason="known flaky", flakiness=known)
+    body = render(report(flaky=[item]), None, CommentOptions(service_url=service_url))
+    assert shown in body
+    assert "](/ui/" not in body  # a bare path would lead to a page of GitHub's own

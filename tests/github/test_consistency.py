@@ -16,6 +16,8 @@ from cpci.github.consistency import Acknowledgements, acknowledgements, evaluate
 from cpci.github.gitdiff import parse_name_status
 from cpci.github.models import ChangedFile, Review
 from cpci.github.rules import RulesError, Steps, glob_pattern, parse_rules
+from tests.github import pairs
+from tests.github.pairs import EMPTY_BATCH, RULES, WORKER_V1, WORKER_V2, DictReader, edit, pair
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "cpci.yml"
 V1 = "nemo_rl/models/policy/workers/dtensor_policy_worker.py"
@@ -254,3 +256,172 @@ def test_cli_reads_the_rules_at_base_so_a_pr_cannot_delete_its_own_rule(
     assert main([*args, "--ack", "w"]) == 0  # the workflow (a maintainer's) can
     assert main([*args, "--rules", "missing.yml"]) == 2
     assert "no missing.yml at main" in capsys.readouterr().err
+
+
+# -- function level ------------------------------------------------------------------------------
+
+FIXED_V2 = edit(WORKER_V2, *EMPTY_BATCH)
+#: Two drifts at once: `train` (v2's fix) and the shard-plan helper (v1's change).
+TWO_DRIFTS = pair(
+    v1_head=edit(WORKER_V1, '"shard"', '"replicate"'), v2_head=edit(WORKER_V2, *EMPTY_BATCH)
+)
+
+
+def test_a_pair_of_python_files_is_checked_by_function_unless_told_otherwise() -> None:
+    [by_function, globs, by_file] = parse_rules(
+        "consistency:\n"
+        "  - {name: a, paths: [x/a.py, x/b.py]}\n"
+        "  - {name: b, paths: [x/*.py, y.py]}\n"
+        "  - {name: c, paths: [x/a.py, x/b.py], granularity: file}\n"
+    ).rules
+    assert by_function.by_function
+    assert not globs.by_function
+    assert not by_file.by_function
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        (
+            "consistency:\n  - {name: a, paths: [x.py, y.md], granularity: function}\n",
+            r":2: rule 'a': granularity 'function' needs exactly two \.py paths",
+        ),
+        ("consistency:\n  - {name: a, paths: [x, y], granularity: line}\n", r":2: granularity"),
+        ("consistency:\n  - {name: a, paths: [x, y], similarity: 1.5}\n", r":2: similarity must"),
+        ("consistency:\n  - {name: a, paths: [x, y], similarity: high}\n", r"got 'high'"),
+        ("fixes: {prefixes: [fix]}\n", r":1: unknown key 'prefixes' in 'fixes'"),
+        ("fixes: {labels: bug}\n", r":1: 'labels' must be a list"),
+    ],
+)
+def test_bad_function_level_options_name_the_line(source: str, expected: str) -> None:
+    with pytest.raises(RulesError, match=expected):
+        parse_rules(source, ".github/cpci.yml")
+
+
+def test_a_function_changed_on_one_side_warns_at_function_level() -> None:
+    result = evaluate(parse_rules(RULES), changed(pairs.V2), reader=pair(v2_head=FIXED_V2))
+    [finding] = result.findings
+    assert (finding.granularity, finding.level, finding.file_level_because) == (
+        "function",
+        "warn",
+        "",
+    )
+    assert [d.function.qualname for d in finding.drifts] == ["DTensorPolicyWorkerV2.train"]
+    assert finding.tally() == ["1 function(s) to port"]
+
+
+def test_edits_with_no_twin_to_port_to_are_a_note_that_counts_them() -> None:
+    v2_head = edit(WORKER_V2, 'format="safetensors"', 'format="torch_save"')
+    v2_head = edit(v2_head, 'return self.cfg["v2"]', "return True")
+    [finding] = evaluate(
+        parse_rules(RULES), changed(pairs.V2), reader=pair(v2_head=v2_head)
+    ).findings
+    assert (finding.level, finding.drifts) == ("note", [])
+    assert finding.diverged == ["DTensorPolicyWorkerV2.save_checkpoint"]
+    assert finding.one_sided == ["DTensorPolicyWorkerV2.only_in_v2"]
+    assert finding.tally() == [
+        "no function to port",
+        "changed functions not warned about: 1 on one side only, 1 whose twin had diverged",
+    ]
+
+
+def test_both_files_changed_alike_is_no_finding() -> None:
+    both = pair(v1_head=edit(WORKER_V1, *EMPTY_BATCH), v2_head=FIXED_V2)
+    assert evaluate(parse_rules(RULES), changed(pairs.V1, pairs.V2), reader=both).findings == []
+
+
+def test_a_fix_raises_the_severity_one_step() -> None:
+    rules = parse_rules(RULES)
+    reader = pair(v2_head=FIXED_V2)
+    [fix] = evaluate(rules, changed(pairs.V2), reader=reader, title="Fix: empty batches").findings
+    assert (fix.level, fix.severity, fix.drifts[0].level) == ("fail", "warn", "fail")
+    assert fix.raised_by == "its title starts with `fix:`"
+    assert "raised to fail: this PR is a fix (its title starts with `fix:`)" in fix.tally()
+    [feature] = evaluate(
+        rules, changed(pairs.V2), reader=reader, title="feat: fixes later"
+    ).findings
+    assert (feature.level, feature.raised_by) == ("warn", "")
+    labelled = parse_rules("fixes: {title-prefixes: [], labels: [bug]}\n" + RULES)
+    [by_label] = evaluate(labelled, changed(pairs.V2), reader=reader, labels=["bug"]).findings
+    assert (by_label.level, by_label.raised_by) == ("fail", "it has the label `bug`")
+    [no_prefix] = evaluate(labelled, changed(pairs.V2), reader=reader, title="fix: x").findings
+    assert no_prefix.level == "warn"
+    # Nothing to port: a fix raises nothing.
+    diverged = pair(v2_head=edit(WORKER_V2, 'format="safetensors"', 'format="x"'))
+    [quiet] = evaluate(rules, changed(pairs.V2), reader=diverged, title="fix: x").findings
+    assert (quiet.level, quiet.raised_by) == ("note", "")
+
+
+def test_an_ack_of_one_function_leaves_the_others_warning() -> None:
+    rules = parse_rules(RULES)
+    body = "cpci-ack: workers:DTensorPolicyWorkerV2.train\n"
+    result = evaluate(
+        rules, changed(pairs.V1, pairs.V2), acknowledgements((), body), reader=TWO_DRIFTS
+    )
+    [finding] = result.findings
+    assert [(d.twin.qualname, d.level) for d in finding.drifts] == [
+        ("build_shard_plan", "warn"),
+        ("DTensorPolicyWorker.train", "note"),
+    ]
+    assert (finding.level, finding.acknowledged) == ("warn", False)
+    assert finding.tally()[:2] == ["1 function(s) to port", "1 acknowledged"]
+    # The plain name, or the twin's, names it too; both acked: the finding is a note.
+    body = "cpci-ack: workers:shard_plan\ncpci-ack: workers:train\n"
+    both = evaluate(
+        rules, changed(pairs.V1, pairs.V2), acknowledgements((), body), reader=TWO_DRIFTS
+    )
+    assert [(f.level, f.acknowledged) for f in both.findings] == [("note", True)]
+    # The whole rule, as before.
+    whole = evaluate(
+        rules,
+        changed(pairs.V1, pairs.V2),
+        acknowledgements((), "cpci-ack: workers"),
+        reader=TWO_DRIFTS,
+    )
+    assert [d.level for d in whole.findings[0].drifts] == ["note", "note"]
+
+
+def test_the_author_cannot_waive_a_drift_a_fix_raised_a_maintainer_can() -> None:
+    rules = parse_rules(RULES)
+    reader = pair(v2_head=FIXED_V2)
+    author = acknowledgements((), "cpci-ack: workers:DTensorPolicyWorkerV2.train")
+    [refused] = evaluate(rules, changed(pairs.V2), author, reader=reader, title="fix: x").findings
+    assert refused.level == "fail"
+    assert refused.drifts[0].note.startswith(
+        "(a `cpci-ack: workers:DTensorPolicyWorkerV2.train` line in the PR description cannot "
+        "waive a `fail` warning: a maintainer adds the label"
+    )
+    label = acknowledgements(["cpci-ack:workers:train"], "")
+    [waived] = evaluate(rules, changed(pairs.V2), label, reader=reader, title="fix: x").findings
+    assert (waived.level, waived.drifts[0].acknowledged) == ("note", True)
+    why = {"workers:train": "the label `cpci-ack:workers:train` does not count: x has read"}
+    unvouched = acknowledgements((), "", (), why)
+    [said] = evaluate(rules, changed(pairs.V2), unvouched, reader=reader).findings
+    assert said.drifts[0].note == f"({why['workers:train']})"
+
+
+def test_a_pair_that_cannot_be_read_or_parsed_is_checked_by_file_and_says_why() -> None:
+    rules = parse_rules(RULES)
+    absent = DictReader({("head", pairs.V2): FIXED_V2, ("base", pairs.V2): WORKER_V2})
+    [missing] = evaluate(rules, changed(pairs.V2), reader=absent).findings
+    assert (missing.granularity, missing.level) == ("file", "warn")
+    assert missing.file_level_because == f"`{pairs.V1}` does not exist at head"
+    [broken] = evaluate(rules, changed(pairs.V2), reader=pair(v2_head="def (:\n")).findings
+    assert broken.file_level_because.startswith(f"`{pairs.V2}` at head is not Python (line 1")
+    added = [ChangedFile(filename=pairs.V2, status="added")]
+    [new] = evaluate(rules, added, reader=pair()).findings
+    assert new.file_level_because == f"`{pairs.V2}` was added by this change"
+    [plain] = evaluate(rules, changed(pairs.V2)).findings  # no reader: file level, nothing to say
+    assert (plain.granularity, plain.file_level_because) == ("file", "")
+
+
+def test_a_renamed_file_of_the_pair_is_read_under_both_names() -> None:
+    moved = "workers/v2/dtensor_policy_worker_v2.py"
+    reader = DictReader(
+        {("base", pairs.V1): WORKER_V1, ("base", pairs.V2): WORKER_V2, ("head", moved): FIXED_V2}
+    )
+    reader.texts[("head", pairs.V1)] = WORKER_V1
+    files = [ChangedFile(filename=moved, status="renamed", previous_filename=pairs.V2)]
+    [finding] = evaluate(parse_rules(RULES), files, reader=reader).findings
+    [drift] = finding.drifts
+    assert (drift.function.path, drift.twin.path) == (moved, pairs.V1)

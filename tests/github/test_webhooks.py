@@ -12,14 +12,17 @@ import pytest
 from openapi_schema_validator import OAS30Validator
 from sqlmodel import Session, select
 
+from cpci.github import markdown as md
 from cpci.github.comment import gate_recorded_in
 from cpci.github.webhooks import sign, signature_ok
 from cpci.server.core.db import create_db_engine
 from cpci.server.core.migrate import upgrade
 from cpci.server.crud.github import load_pull_state
 from cpci.server.models import GitHubDelivery, Repository
+from tests.github import pairs
 from tests.github.contract import require_reference, webhook_schema
 from tests.github.fake_github import FakeGitHub
+from tests.github.gfm import fenced_blocks
 from tests.github.service_bot import (
     EXAMPLE_RULES,
     HELLO,
@@ -292,30 +295,110 @@ def test_a_maintainers_approving_review_acknowledges_at_once(bot: Bot) -> None:
     _strict_rule_on_pr_2(bot)
     bot.deliver("", "d-1", event="pull_request", body=_pull_event("opened"))
     assert _levels(bot) == [("strict", "fail")]
-    opened = json.loads(_pull_event("opened"))
-
-    def review_event(delivery: str, login: str, association: str) -> None:
-        text = "Both workers are fine.\ncpci-ack: strict"
-        bot.fake.add_review(
-            HELLO, 2, login=login, association=association, state="APPROVED", body=text
-        )
-        [review] = bot.fake.reviews[(HELLO, 2)][-1:]
-        event = {
-            "action": "submitted",
-            "review": review,
-            "pull_request": opened["pull_request"],
-            "repository": opened["repository"],
-            "sender": opened["sender"],
-        }
-        bot.deliver("", delivery, event="pull_request_review", body=json.dumps(event).encode())
-
-    review_event("d-2", "drive-by", "NONE")  # anyone may approve a public PR: that is no ack
+    text = "Both workers are fine.\ncpci-ack: strict"
+    _approve(bot, "d-2", "drive-by", "NONE", text)  # anyone may approve a public PR: no ack
     assert _levels(bot) == [("strict", "fail")]
     bot.fake.grant(HELLO, "member", "read")
-    review_event("d-3", "member", "MEMBER")  # a member of the org, no write on this repository
+    _approve(bot, "d-3", "member", "MEMBER", text)  # a member of the org, no write here
     assert _levels(bot) == [("strict", "fail")]
     assert "the approving review does not count: member has read permission" in _message(bot)
     bot.fake.grant(HELLO, "maintainer", "write")
-    review_event("d-4", "maintainer", "COLLABORATOR")
+    _approve(bot, "d-4", "maintainer", "COLLABORATOR", text)
     assert _levels(bot) == [("strict", "note")]
     assert [d for d in bot.deliveries() if d[1] != "done"] == []
+
+
+def _approve(bot: Bot, delivery: str, login: str, association: str, text: str) -> None:
+    """`login` approves PR 2 with `text`, and GitHub delivers the review."""
+    bot.fake.add_review(HELLO, 2, login=login, association=association, state="APPROVED", body=text)
+    [review] = bot.fake.reviews[(HELLO, 2)][-1:]
+    opened = json.loads(_pull_event("opened"))
+    event = {
+        "action": "submitted",
+        "review": review,
+        "pull_request": opened["pull_request"],
+        "repository": opened["repository"],
+        "sender": opened["sender"],
+    }
+    bot.deliver("", delivery, event="pull_request_review", body=json.dumps(event).encode())
+
+
+def _pair_on_pr_2(bot: Bot, v2_head: str, *, title: str = "feat: workers") -> None:
+    """The workers' rule at the PR's base, both workers at its base and head (v2 edited)."""
+    bot.fake.contents[(HELLO, ".github/cpci.yml", PR_BASE)] = pairs.RULES
+    for sha, v2 in ((PR_BASE, pairs.WORKER_V2), (PR_HEAD, v2_head)):
+        bot.fake.contents[(HELLO, pairs.V1, sha)] = pairs.WORKER_V1
+        bot.fake.contents[(HELLO, pairs.V2, sha)] = v2
+    files = [("modified", pairs.V2)]
+    bot.fake.add_pull(HELLO, 2, head_sha=PR_HEAD, base_sha=PR_BASE, title=title, files=files)
+
+
+def test_a_pair_of_python_files_is_checked_function_by_function(bot: Bot, tmp_path: Path) -> None:
+    """Both workers come from the contents API at the PR's base and head: the comment names
+    the function to port and its twin, with links to their lines at the head, the hunk and a
+    patch that applies; a fix fails the check; a writer's approval acknowledges the one
+    function."""
+    fixed = pairs.edit(pairs.WORKER_V2, *pairs.EMPTY_BATCH)
+    _pair_on_pr_2(bot, fixed, title="fix: empty batches")
+    bot.deliver("", "d-1", event="pull_request", body=_pull_event("opened"))
+    [comment] = bot.fake.comments[(HELLO, 2)]
+    body = comment["body"]
+    assert f"https://github.com/{HELLO}/blob/{PR_HEAD}/{pairs.V2}#L13-L19" in body
+    assert f"https://github.com/{HELLO}/blob/{PR_HEAD}/{pairs.V1}#L12-L18" in body
+    assert ("GET", f"/repos/{HELLO}/contents/{pairs.V2}") in bot.fake.calls
+    _hunk, patch = fenced_blocks(body, "diff")
+    after = pairs.git_apply(tmp_path, {pairs.V1: pairs.WORKER_V1}, patch)
+    assert after[pairs.V1] == pairs.edit(pairs.WORKER_V1, *pairs.EMPTY_BATCH)
+    assert _levels(bot) == [("workers", "fail")]
+    [check] = bot.fake.check_runs.values()
+    assert (check["status"], check["conclusion"]) == ("completed", "failure")
+    bot.fake.grant(HELLO, "maintainer", "write")
+    _approve(bot, "d-2", "maintainer", "COLLABORATOR", "cpci-ack: workers:train")
+    assert _levels(bot) == [("workers", "note")]
+    assert check["conclusion"] != "failure"
+    assert [d for d in bot.deliveries() if d[1] != "done"] == []
+
+
+def test_a_pair_file_over_the_bound_is_checked_file_by_file_and_says_so(bot: Bot) -> None:
+    """Over GitHub's 1 MB (the default bound), the contents API sends no content: file level."""
+    large = pairs.WORKER_V2 + "#" * 1_000_000 + "\n"
+    _pair_on_pr_2(bot, large)
+    bot.deliver("", "d-1", event="pull_request", body=_pull_event("opened"))
+    assert _levels(bot) == [("workers", "warn")]
+    [comment] = bot.fake.comments[(HELLO, 2)]
+    size = len(large.encode())
+    said = f"`{pairs.V2}` is {size:,} bytes at head, over the 1,000,000-byte bound"
+    assert f"(checked file by file: {md.text(said)})" in comment["body"]
+
+
+def test_the_prs_own_diff_is_its_base_even_when_the_base_branch_moved_on(bot: Bot) -> None:
+    """`base.sha` is the base branch's tip, which here gained a comment in v2's `train` and a
+    new method after the PR branched: read there, the PR would seem to remove both. The file
+    list's patch is the PR's diff from the merge base, so the PR's change is its fix alone."""
+    merge_base = "a" * 40
+    fixed = pairs.edit(pairs.WORKER_V2, *pairs.EMPTY_BATCH)
+    _pair_on_pr_2(bot, fixed)
+    moved = pairs.edit(
+        pairs.WORKER_V2, "        losses = []\n", "        # a comment\n        losses = []\n"
+    )
+    moved = pairs.edit(
+        moved, "    def only_in_v2", "    def warmup(self):\n        pass\n\n    def only_in_v2"
+    )
+    bot.fake.contents[(HELLO, pairs.V2, PR_BASE)] = moved
+    bot.fake.contents[(HELLO, pairs.V2, merge_base)] = pairs.WORKER_V2
+    files = [("modified", pairs.V2)]
+    bot.fake.add_pull(
+        HELLO, 2, head_sha=PR_HEAD, base_sha=PR_BASE, files=files, merge_base=merge_base
+    )
+    bot.deliver("", "d-1", event="pull_request", body=_pull_event("opened"))
+    with Session(bot.engine) as session:
+        pulled = load_pull_state(session=session, repository=HELLO, number=2)
+    assert pulled is not None
+    assert pulled.consistency is not None
+    [finding] = pulled.consistency.findings
+    [drift] = finding.drifts
+    assert drift.function.qualname == "DTensorPolicyWorkerV2.train"
+    assert "a comment" not in drift.hunk
+    assert finding.one_sided == []  # `warmup` is the base branch's, not the PR's
+    reads = [c for c in bot.fake.calls if c[1].endswith(pairs.V2)]
+    assert reads == [("GET", f"/repos/{HELLO}/contents/{pairs.V2}")]  # the head: one read
