@@ -132,9 +132,11 @@ def api_pull_report_section(repository: str, number: int, section: str, offset: 
 
 @dataclass(frozen=True)
 class Links:
-    """The links that depend on the service's settings: CI runs live on its GitHub instance."""
+    """The links that depend on the service's settings: CI runs live on its GitHub instance,
+    runs GitHub did not run on this service (`service_url`: its public URL, if known)."""
 
     github_url: str = "https://github.com"
+    service_url: str | None = None
 
     def run(self, repository: str, ci_run_id: str, attempt: int) -> str:
         """The run's page on GitHub. Every part is one quoted path segment, so an uploaded
@@ -157,6 +159,14 @@ class Links:
         if not (ci_run_id.isascii() and ci_run_id.isdigit()):
             return None
         return self.run(repository, ci_run_id, attempt)
+
+    def run_page(self, repository: str, ci_run_id: str, attempt: int) -> str:
+        """Where a link to a run leads: its page on GitHub where GitHub ran it, else its page
+        on this service (absolute where the service knows its own URL)."""
+        github = self.ci_run(repository, ci_run_id, attempt)
+        if github is not None:
+            return github
+        return (self.service_url or "").rstrip("/") + run(repository, ci_run_id)
 
     def history(self, repository: str, key: str) -> str:
         """Where a config's history link leads: its page in the web UI."""

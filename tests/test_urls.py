@@ -100,3 +100,14 @@ def test_a_page_links_its_json_twin(uploaded: LiveService) -> None:
 def test_the_github_run_link_stays_under_actions(run_id: str) -> None:
     url = urls.Links("https://github.example").run(REPO, run_id, 1)
     assert urlsplit(url).path.startswith(f"/{REPO}/actions")
+
+
+def test_a_run_links_to_github_where_github_ran_it_else_to_this_service() -> None:
+    links = urls.Links("https://github.example", service_url="https://cpci.example/")
+    assert links.run_page(REPO, "123", 2) == (
+        "https://github.example/acme/attn/actions/runs/123/attempts/2"
+    )
+    assert links.run_page(REPO, "local-20261202T010203", 1) == (
+        "https://cpci.example/ui/acme/attn/runs/local-20261202T010203"
+    )
+    assert urls.Links().run_page(REPO, "demo-1", 1) == "/ui/acme/attn/runs/demo-1"

@@ -88,7 +88,7 @@ def create_app(
     app.state.settings = settings
     app.state.engine = engine
     app.state.metrics = metrics
-    app.state.links = Links(settings.github_url)
+    app.state.links = Links(settings.github_url, settings.public_url)
     app.state.shard_cache = ShardCache()
     audience = settings.oidc_token_audience
     app.state.oidc = (

@@ -87,5 +87,5 @@ def run_link(ci_run_id: str, ci_attempt: int, commit: str, repo_name: str, links
         ci_run_id=ci_run_id,
         ci_attempt=ci_attempt,
         commit=commit,
-        url=links.run(repo_name, ci_run_id, ci_attempt),
+        url=links.run_page(repo_name, ci_run_id, ci_attempt),
     )

@@ -74,7 +74,7 @@ class MergedRun:
             commit=run.commit,
             branch=run.branch,
             pull_request=run.pull_request,
-            url=links.run(repository, run.ci_run_id, run.ci_attempt),
+            url=links.run_page(repository, run.ci_run_id, run.ci_attempt),
             api_url=urls.api_run_summary(repository, run.ci_run_id),
             shards=self.progress,
         )
