@@ -22,6 +22,7 @@ import xml.etree.ElementTree as ET
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 
 from cpci.action.settings import ActionSettings
@@ -44,6 +45,8 @@ class SuiteOutcome:
     pytest_exit: int
     all_records: list[ResultRecord]  # every attempt, as the results file has them
     locations: dict[str, tuple[str, int]]  # nodeid -> (file, line) from the JUnit report
+    started_at: datetime | None = None  # when pytest started and ended: when the shard ran
+    ended_at: datetime | None = None
 
     @property
     def records(self) -> list[ResultRecord]:
@@ -110,11 +113,14 @@ def run_suite(
     it recorded."""
     command = pytest_command(settings, durations)
     env = test_environment(os.environ)
+    started = datetime.now(timezone.utc)
     code = subprocess.run(command, cwd=cwd, env=env, check=False).returncode
+    ended = datetime.now(timezone.utc)
     base = cwd or Path.cwd()
     results = base / settings.results
     records = read_results(str(results)) if results.exists() else []
-    return SuiteOutcome(code, records, _locations(base / f"{settings.results}.junit.xml"))
+    locations = _locations(base / f"{settings.results}.junit.xml")
+    return SuiteOutcome(code, records, locations, started, ended)
 
 
 def _locations(junit: Path) -> dict[str, tuple[str, int]]:

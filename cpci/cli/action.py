@@ -127,7 +127,12 @@ def _upload(
     from cpci.upload.shard_upload import upload_shard
     from cpci.upload.unsent import unsent_path
 
-    fields = RunFields(shard=f"{settings.shard_index}/{settings.shard_total}", leg=settings.leg)
+    fields = RunFields(
+        shard=f"{settings.shard_index}/{settings.shard_total}",
+        leg=settings.leg,
+        started_at=outcome.started_at,
+        ended_at=outcome.ended_at,
+    )
     try:
         envelope = build_envelope(fields, outcome.all_records, os.environ, plan)
         done = upload_shard(

@@ -65,6 +65,10 @@ def test_an_empty_shard_is_uploaded_on_its_leg(service: LiveService, tmp_path: P
     shards = httpx.get(f"{service.url}/api/v1/repos/{REPO}/runs/act-1").json()["run"]["shards"]
     assert shards["reported"] == 1
     assert shards["missing_by_leg"] == {"a100,self-hosted": [0]}
+    detail = httpx.get(f"{service.url}/api/v1/repos/{REPO}/runs/act-1/detail").json()
+    [ran] = [s for s in detail["shards"] if s["state"] == "reported"]
+    assert ran["wall_s"] is not None  # when pytest ran, from the Action itself
+    assert ran["wall_s"] >= 0
 
 
 def test_a_refused_upload_fails_the_step_and_is_kept_beside_the_results(
