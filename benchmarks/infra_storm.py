@@ -53,9 +53,9 @@ from cpci.server import Settings
 from cpci.server.core.db import create_db_engine
 from cpci.server.core.migrate import upgrade
 from cpci.server.crud.pull_report import warm_pull_report
+from cpci.server.crud.shard_cache import ShardCache
 from cpci.server.crud.tokens import create_token
 from cpci.server.devpg import find_binaries, throwaway_postgres
-from cpci.server.shard_cache import ShardCache
 from cpci.urls import Links
 
 REPO = "bench/storm"

@@ -30,10 +30,10 @@ from cpci.server.core.db import create_db_engine
 from cpci.server.core.metrics import Metrics, MetricsMiddleware
 from cpci.server.core.oidc import OidcVerifier
 from cpci.server.crud.prime import prime_pull_reports
-from cpci.server.shard_cache import ShardCache
+from cpci.server.crud.shard_cache import ShardCache
 from cpci.server.ui import install_ui
-from cpci.server.webhook_handling import DeliveryContext, handle_delivery
-from cpci.server.webhook_worker import WebhookWorker, WorkerPolicy
+from cpci.server.webhooks.handling import DeliveryContext, handle_delivery
+from cpci.server.webhooks.worker import WebhookWorker, WorkerPolicy
 from cpci.urls import Links
 
 log = logging.getLogger(__name__)

@@ -19,7 +19,7 @@ from cpci.github.webhooks import sign
 from cpci.server import Settings, create_app
 from cpci.server.crud.tokens import create_token
 from cpci.server.models import GitHubDelivery
-from cpci.server.webhook_worker import WebhookWorker, WorkerPolicy
+from cpci.server.webhooks.worker import WebhookWorker, WorkerPolicy
 from tests.github.contract import require_reference
 from tests.github.fake_github import FakeGitHub
 from tests.live_server import serve

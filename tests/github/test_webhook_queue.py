@@ -21,7 +21,7 @@ from cpci.server.core.db import create_db_engine, writer
 from cpci.server.core.migrate import upgrade
 from cpci.server.crud import github as queue
 from cpci.server.models import GitHubDelivery, as_utc, utcnow
-from cpci.server.webhook_worker import WorkerPolicy
+from cpci.server.webhooks.worker import WorkerPolicy
 from tests.github.contract import require_reference
 from tests.github.fake_github import FakeGitHub
 from tests.github.service_bot import HELLO, PR_BASE, PR_HEAD, SECRET, running_bot

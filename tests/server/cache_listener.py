@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from cpci.server.shard_cache import CacheEvent
+from cpci.server.crud.shard_cache import CacheEvent
 
 
 class Sequenced:

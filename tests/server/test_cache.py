@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from cpci.server import Settings, create_app
-from cpci.server.shard_cache import KindCounts, ShardCache
+from cpci.server.crud.shard_cache import KindCounts, ShardCache
 from tests.server.cache_listener import Sequenced
 
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from cpci.server.crud.gc_pause import gc_paused
+from cpci.server.core.gc_pause import gc_paused
 
 
 @pytest.fixture(autouse=True)

@@ -20,8 +20,8 @@ from cpci import urls
 from cpci.schema import PullRequestReport
 from cpci.server import Settings, create_app
 from cpci.server.crud.prime import prime_pull_reports
+from cpci.server.crud.shard_cache import CacheEvent, KindCounts, ShardCache
 from cpci.server.models import utcnow
-from cpci.server.shard_cache import CacheEvent, KindCounts, ShardCache
 from cpci.urls import Links
 from tests.live_server import serve
 from tests.server.databases import ClientFactory

@@ -27,7 +27,7 @@ from cpci.server import Settings, create_app
 from cpci.server.analysis.pull_report import ConfigLeg, report_order
 from cpci.server.analysis.storms import StormPolicy, failure_signature, find_storms
 from cpci.server.analysis.verdicts import ResultView
-from cpci.server.shard_cache import KindCounts, ShardCache
+from cpci.server.crud.shard_cache import KindCounts, ShardCache
 from tests.live_server import serve
 from tests.server.cache_listener import Sequenced
 from tests.server.service_builders import BASE, HEAD, REPO, config, envelope, record

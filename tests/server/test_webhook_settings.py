@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 
 from cpci.server import Settings, create_app
-from cpci.server.webhook_worker import WorkerPolicy
+from cpci.server.webhooks.worker import WorkerPolicy
 
 _T0 = datetime(2025, 1, 1, tzinfo=UTC)
 

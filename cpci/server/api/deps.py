@@ -22,9 +22,9 @@ from cpci.server.core.provenance import (
 )
 from cpci.server.core.security import looks_like_upload_token
 from cpci.server.crud.repos import get_repository
+from cpci.server.crud.shard_cache import ShardCache
 from cpci.server.crud.tokens import credential_for_token
 from cpci.server.models import Repository
-from cpci.server.shard_cache import ShardCache
 from cpci.urls import Links
 
 HOW_TO_AUTHENTICATE = (
@@ -65,7 +65,7 @@ SettingsDep = Annotated[Settings, Depends(get_settings)]
 EngineDep = Annotated[Engine, Depends(get_engine)]
 SessionDep = Annotated[Session, Depends(get_session)]
 LinksDep = Annotated[Links, Depends(get_links)]
-#: The app's one cache of what was read from stored shards (see `cpci.server.shard_cache`).
+#: The app's one cache of what was read from stored shards (see `cpci.server.crud.shard_cache`).
 ShardCacheDep = Annotated[ShardCache, Depends(get_shard_cache)]
 #: A pull request number as a path parameter: bounded like the column it is looked up in.
 PullNumber = Annotated[int, Path(ge=1, le=INT32_MAX, description="the pull request's number")]

@@ -25,8 +25,8 @@ from sqlmodel import Session, col
 
 from cpci.server.core.config import Settings
 from cpci.server.crud.pull_report import READ_MODELS_PER_PULL, warm_pull_report
+from cpci.server.crud.shard_cache import ShardCache
 from cpci.server.models import Repository, Run, utcnow
-from cpci.server.shard_cache import ShardCache
 from cpci.urls import Links
 
 log = logging.getLogger(__name__)

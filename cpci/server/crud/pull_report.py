@@ -7,7 +7,7 @@ Both are read by shard ids through the app's `ShardCache`: every PR on the same 
 and the head (its results, keys, order and storms: a storm shard's 160,000 rows) is read once per
 set of head shards, so the report, the PR page and each section page after the first do not read
 it again (stored shards never change; a new upload is a new set). These bulk reads run with the
-cyclic garbage collector paused (`crud.gc_pause`: its full passes took half a cold read's time).
+cyclic garbage collector paused (`core.gc_pause`: its full passes took half a cold read's time).
 
 Evidence has provenance: the baseline, the timings and the history windows come only from runs
 of the PR's base branch, when that branch is trusted (`core.trusted_branches`; a PR run that
@@ -45,14 +45,14 @@ from cpci.server.analysis.storms import StormPolicy, Storms
 from cpci.server.analysis.verdicts import ResultView
 from cpci.server.core.config import Settings
 from cpci.server.core.errors import NotFound
+from cpci.server.core.gc_pause import gc_paused
+from cpci.server.core.policies import evidence_policy, flakiness_policy, trusted_branches
 from cpci.server.crud.commits import ancestors
 from cpci.server.crud.common import fetch_rows, one_of
-from cpci.server.crud.gc_pause import gc_paused
 from cpci.server.crud.history import observations
 from cpci.server.crud.runs import MergedRun, config_keys, merge_runs, results_of
+from cpci.server.crud.shard_cache import ShardCache
 from cpci.server.models import Repository, Run, Shard
-from cpci.server.policies import evidence_policy, flakiness_policy, trusted_branches
-from cpci.server.shard_cache import ShardCache
 from cpci.urls import Links
 
 #: Values by shard set one PR's report keeps in the cache: its head, its base's results and its

@@ -23,6 +23,7 @@ from cpci.server.analysis.signatures import signature
 from cpci.server.analysis.verdicts import ResultView, state_of
 from cpci.server.crud.common import from_json, raw_json
 from cpci.server.crud.repos import get_config
+from cpci.server.crud.shard_cache import pass_rate
 from cpci.server.models import (
     EnvironmentFingerprint,
     Repository,
@@ -31,7 +32,6 @@ from cpci.server.models import (
     Shard,
     as_utc,
 )
-from cpci.server.shard_cache import pass_rate
 from cpci.server.views.read_models import (
     ConfigOverview,
     ConfigPoint,

@@ -19,11 +19,11 @@ from cpci import urls
 from cpci.github.gate import failing_configs
 from cpci.schema.verdicts import count_text, quick_verdict
 from cpci.server.core.config import Settings
+from cpci.server.core.policies import trusted_branches
 from cpci.server.crud.pull_report import pull_request_report
 from cpci.server.crud.runs import MergedRun, config_keys, merge_runs
+from cpci.server.crud.shard_cache import ShardCache, repository_version
 from cpci.server.models import Repository, Result, Run, as_utc
-from cpci.server.policies import trusted_branches
-from cpci.server.shard_cache import ShardCache, repository_version
 from cpci.server.views.flaky import assess_configs
 from cpci.server.views.read_models import Dashboard, FlakyRow, PullRow, RunRow, SlowRow
 from cpci.urls import Links

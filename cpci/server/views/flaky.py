@@ -13,11 +13,11 @@ from sqlmodel import Session, col, select
 from cpci.schema import FAILING_OUTCOMES
 from cpci.server.analysis.flakiness import assess_flakiness
 from cpci.server.core.config import Settings
+from cpci.server.core.policies import flakiness_policy, trusted_branches
 from cpci.server.crud.common import chunks
 from cpci.server.crud.history import observations
 from cpci.server.crud.runs import config_keys
 from cpci.server.models import Repository, Result, Run
-from cpci.server.policies import flakiness_policy, trusted_branches
 from cpci.server.views.read_models import FlakyConfig, FlakyList
 from cpci.urls import Links
 

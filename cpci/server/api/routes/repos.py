@@ -24,11 +24,11 @@ from cpci.server.api.deps import (
 )
 from cpci.server.api.view_deps import PullReportView, PullSectionView
 from cpci.server.core.errors import Forbidden
+from cpci.server.core.policies import trusted_branches
 from cpci.server.core.provenance import check_ancestry
 from cpci.server.crud.commits import record_parents
 from cpci.server.crud.repos import bind_github_id, ensure_repository
 from cpci.server.models import Repository
-from cpci.server.policies import trusted_branches
 from cpci.server.views.durations import DEFAULT_RUNS, MAX_RUNS, config_durations
 from cpci.server.views.flaky import flaky_configs
 from cpci.server.views.history import config_history

@@ -30,8 +30,8 @@ from cpci.server.core.quotas import UploadRate, check_results_per_upload
 from cpci.server.crud.ingest import Ingested, body_sha256, ingest_shard
 from cpci.server.crud.pull_report import warm_pull_report
 from cpci.server.crud.runs import merge_runs
+from cpci.server.crud.shard_cache import ShardCache
 from cpci.server.models import Run, utcnow
-from cpci.server.shard_cache import ShardCache
 from cpci.urls import Links
 
 log = logging.getLogger(__name__)

@@ -5,7 +5,7 @@ Content-Length or cut off while streaming, before the signature is checked (`api
 bounds the read). A delivery whose
 `X-Hub-Signature-256` is missing or wrong is a 401 and nothing is stored. A handled event is
 stored with its payload and answered 202 at once; the webhook worker acts on it (see
-`cpci.server.webhook_worker`), so GitHub's 10 s and the request threads are never spent on
+`cpci.server.webhooks.worker`), so GitHub's 10 s and the request threads are never spent on
 GitHub calls. A GUID whose work finished is a duplicate (200); one still queued or failed is
 queued again (GitHub's "Redeliver" is how a person retries). A body already stored under
 another GUID is a replay (200) and is not acted on again.
@@ -27,8 +27,8 @@ from cpci.server.api.deps import EngineDep, SettingsDep
 from cpci.server.core.errors import ApiError, Unauthorized, Unavailable
 from cpci.server.crud import github as state
 from cpci.server.models import utcnow
-from cpci.server.webhook_handling import handles
-from cpci.server.webhook_worker import WebhookWorker
+from cpci.server.webhooks.handling import handles
+from cpci.server.webhooks.worker import WebhookWorker
 
 router = APIRouter(tags=["github"])
 

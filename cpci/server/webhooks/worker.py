@@ -27,7 +27,7 @@ from cpci.server.core.db import writer
 from cpci.server.crud import github as queue
 from cpci.server.crud.github import QueuedDelivery
 from cpci.server.models import utcnow
-from cpci.server.webhook_handling import WORKER_RETRY, Outcome
+from cpci.server.webhooks.handling import WORKER_RETRY, Outcome
 
 log = logging.getLogger(__name__)
 Handler = Callable[[QueuedDelivery], Outcome]

@@ -32,8 +32,8 @@ from cpci.server.crud import github as state
 from cpci.server.crud.github import QueuedDelivery
 from cpci.server.crud.pull_report import pull_request_report
 from cpci.server.crud.repos import remember_default_branch
+from cpci.server.crud.shard_cache import ShardCache
 from cpci.server.models import Repository
-from cpci.server.shard_cache import ShardCache
 from cpci.urls import Links
 
 log = logging.getLogger(__name__)
