@@ -52,6 +52,7 @@ from cpci import urls
 from cpci.server import Settings
 from cpci.server.core.db import create_db_engine
 from cpci.server.core.migrate import upgrade
+from cpci.server.core.policies import ServicePolicies
 from cpci.server.crud.pull_report import warm_pull_report
 from cpci.server.crud.shard_cache import ShardCache
 from cpci.server.crud.tokens import create_token
@@ -253,7 +254,7 @@ def warm_step(db_url: str, args: argparse.Namespace) -> float:
                 repository=REPO,
                 number=WARM_PR,
                 commit=HEAD,
-                settings=settings,
+                policy=ServicePolicies.from_settings(settings).pull_report,
                 links=Links(settings.github_url),
                 cache=ShardCache(),
             )

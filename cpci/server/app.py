@@ -1,8 +1,10 @@
 """`create_app(settings)`: the whole service, built from one settings object.
 
 Nothing is read from the environment here, so tests build apps with their own settings and
-databases side by side. Routers are modular (API v1, operations); later additions (GitHub
-webhooks, the web UI) mount next to them.
+databases side by side. The settings are read here, once: into the policies every route hands
+down (`app.state.policies`, `core.policies.ServicePolicies`), the body limits, the OIDC
+verifier and the webhook worker. Routers are modular: API v1, operations, the pages' JSON
+twins, the web UI and the GitHub webhook route mount side by side.
 """
 
 from __future__ import annotations
@@ -29,10 +31,11 @@ from cpci.server.core.config import Settings
 from cpci.server.core.db import create_db_engine
 from cpci.server.core.metrics import Metrics, MetricsMiddleware
 from cpci.server.core.oidc import OidcVerifier
+from cpci.server.core.policies import ServicePolicies
 from cpci.server.crud.prime import prime_pull_reports
 from cpci.server.crud.shard_cache import ShardCache
 from cpci.server.ui import install_ui
-from cpci.server.webhooks.handling import DeliveryContext, handle_delivery
+from cpci.server.webhooks.handling import DeliveryContext, GitHubAccess, handle_delivery
 from cpci.server.webhooks.worker import WebhookWorker, WorkerPolicy
 from cpci.urls import Links
 
@@ -62,13 +65,17 @@ def create_app(
         # Before serving, so the first report read after a restart finds its PR's read models
         # (CPCI_WARM_ON_START_*); before the freeze, so what it read is left out of full passes.
         prime_pull_reports(
-            engine=engine, settings=settings, links=_app.state.links, cache=_app.state.shard_cache
+            engine=engine,
+            priming=policies.priming,
+            policy=policies.pull_report,
+            links=_app.state.links,
+            cache=_app.state.shard_cache,
         )
         # What is alive when serving starts (modules, routes, the engine) lives as long as the
         # process: keep it out of the cycle collector's full passes, which an upload or report
         # (tens of thousands of objects) otherwise triggers, rescanning all of it each time.
         gc.freeze()
-        worker = _webhook_worker(_app, settings, engine, webhook_policy)
+        worker = _webhook_worker(_app, settings, policies, engine, webhook_policy)
         yield
         if worker is not None:
             worker.stop()
@@ -85,7 +92,9 @@ def create_app(
         lifespan=lifespan,
     )
     metrics = Metrics()
+    policies = ServicePolicies.from_settings(settings)
     app.state.settings = settings
+    app.state.policies = policies
     app.state.engine = engine
     app.state.metrics = metrics
     app.state.links = Links(settings.github_url, settings.public_url)
@@ -115,7 +124,11 @@ def create_app(
 
 
 def _webhook_worker(
-    app: FastAPI, settings: Settings, engine: Engine, policy: WorkerPolicy | None
+    app: FastAPI,
+    settings: Settings,
+    policies: ServicePolicies,
+    engine: Engine,
+    policy: WorkerPolicy | None,
 ) -> WebhookWorker | None:
     """Start the thread that works off stored webhook deliveries (queued ones from before a
     restart too), where webhooks are on. A test may set `app.state.github_transport` first."""
@@ -125,7 +138,8 @@ def _webhook_worker(
     transport = getattr(app.state, "github_transport", None)
     context = DeliveryContext(
         engine,
-        settings,
+        GitHubAccess.from_settings(settings),
+        policies.pull_report,
         app.state.links,
         app.state.shard_cache,
         transport,

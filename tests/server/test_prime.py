@@ -8,6 +8,8 @@ by the cache's listener, no sleeps); a PR whose priming fails is logged and read
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -19,7 +21,8 @@ from sqlalchemy import Engine
 from cpci import urls
 from cpci.schema import PullRequestReport
 from cpci.server import Settings, create_app
-from cpci.server.crud.prime import prime_pull_reports
+from cpci.server.core.policies import ServicePolicies
+from cpci.server.crud.prime import Priming, prime_pull_reports
 from cpci.server.crud.shard_cache import CacheEvent, KindCounts, ShardCache
 from cpci.server.models import utcnow
 from cpci.urls import Links
@@ -60,6 +63,24 @@ def restarted(engine: Engine, db_url: str, cache: ShardCache | None = None, **se
     if cache is not None:
         app.state.shard_cache = cache
     return app
+
+
+def prime(
+    engine: Engine,
+    settings: Settings,
+    cache: ShardCache,
+    clock: Callable[[], float] = time.monotonic,
+) -> Priming:
+    """Priming as the app's start-up does it, with `settings`' policies."""
+    policies = ServicePolicies.from_settings(settings)
+    return prime_pull_reports(
+        engine=engine,
+        priming=policies.priming,
+        policy=policies.pull_report,
+        links=Links(),
+        cache=cache,
+        clock=clock,
+    )
 
 
 def report_of(client: httpx.Client, number: int) -> PullRequestReport:
@@ -124,7 +145,7 @@ def test_pulls_without_a_recent_run_are_not_primed(
             {"when": utcnow() - timedelta(days=8)},
         )
     settings = Settings(database_url=db_url, warm_on_start_days=7)
-    done = prime_pull_reports(engine=engine, settings=settings, links=Links(), cache=ShardCache())
+    done = prime(engine, settings, ShardCache())
     assert [str(p) for p in done.primed] == [f"{REPO}#3", f"{REPO}#1"]
     assert done.failed == done.skipped == []
 
@@ -137,7 +158,7 @@ def test_no_more_pulls_are_primed_than_the_cache_keeps(
     seed(make_client, token, [1, 2, 3])
     settings = Settings(database_url=db_url, warm_on_start_pulls=4)
     cache = ShardCache(max_shard_sets=7)
-    done = prime_pull_reports(engine=engine, settings=settings, links=Links(), cache=cache)
+    done = prime(engine, settings, cache)
     assert [str(p) for p in done.primed] == [f"{REPO}#3", f"{REPO}#2"]
     assert cache.counts("pull_head") == KindCounts(loads=2)
 
@@ -156,9 +177,7 @@ def test_no_pull_is_started_once_the_time_budget_is_spent(
 
     cache = ShardCache(listener=took_100_s)
     settings = Settings(database_url=db_url, warm_on_start_s=20)
-    done = prime_pull_reports(
-        engine=engine, settings=settings, links=Links(), cache=cache, clock=lambda: now[0]
-    )
+    done = prime(engine, settings, cache, clock=lambda: now[0])
     assert [str(p) for p in done.primed] == [f"{REPO}#3"]
     assert [str(p) for p in done.skipped] == [f"{REPO}#2", f"{REPO}#1"]
     assert cache.counts("pull_head") == KindCounts(loads=1)

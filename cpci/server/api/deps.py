@@ -1,4 +1,5 @@
-"""Dependencies the routers share, as `Annotated` aliases: settings, sessions, who is calling."""
+"""Dependencies the routers share, as `Annotated` aliases: the app's policies and settings,
+sessions, links and cache, who is calling."""
 
 from __future__ import annotations
 
@@ -13,9 +14,9 @@ from cpci.schema import INT32_MAX
 from cpci.server.core.config import Settings
 from cpci.server.core.errors import Unauthorized
 from cpci.server.core.oidc import OidcVerifier
+from cpci.server.core.policies import PullReportPolicy, ServicePolicies
 from cpci.server.core.provenance import (
     Credential,
-    OidcAllowList,
     OidcClaims,
     check_allowed,
     check_repository_id,
@@ -41,6 +42,15 @@ def get_settings(request: Request) -> Settings:
     return settings
 
 
+def get_policies(request: Request) -> ServicePolicies:
+    policies: ServicePolicies = request.app.state.policies
+    return policies
+
+
+def get_pull_report_policy(request: Request) -> PullReportPolicy:
+    return get_policies(request).pull_report
+
+
 def get_engine(request: Request) -> Engine:
     engine: Engine = request.app.state.engine
     return engine
@@ -62,6 +72,10 @@ def get_session(engine: Annotated[Engine, Depends(get_engine)]) -> Iterator[Sess
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
+#: The app's policies, built once from its settings (`core.policies`).
+PoliciesDep = Annotated[ServicePolicies, Depends(get_policies)]
+#: How PR reports (and the dashboard and flaky list that agree with them) judge and look back.
+PullReportPolicyDep = Annotated[PullReportPolicy, Depends(get_pull_report_policy)]
 EngineDep = Annotated[Engine, Depends(get_engine)]
 SessionDep = Annotated[Session, Depends(get_session)]
 LinksDep = Annotated[Links, Depends(get_links)]
@@ -97,11 +111,7 @@ def authenticate(request: Request, engine: Engine) -> Principal | None:
             f"CPCI_OIDC_ALLOWED_REPOSITORIES): {HOW_TO_AUTHENTICATE}"
         )
     claims = OidcClaims.from_verified(verifier.verify(token))
-    settings: Settings = request.app.state.settings
-    allowed = OidcAllowList(
-        names=settings.oidc_allowed_repositories, ids=settings.oidc_allowed_repository_ids
-    )
-    check_allowed(claims, allowed)
+    check_allowed(claims, get_policies(request).access.oidc)
     return Credential(
         repository=claims.repository, via="oidc", subject=claims.subject, claims=claims
     )
@@ -124,14 +134,14 @@ def readable_repository(
     repo: str,
     request: Request,
     engine: EngineDep,
-    settings: SettingsDep,
+    policies: PoliciesDep,
     session: SessionDep,
 ) -> Repository:
     """The repository in the path, after checking the caller may read it: where reads need a
     token, one of that repository, and an OIDC token of the GitHub repository its name is
     bound to (not of another that took the name since)."""
     name = f"{owner}/{repo}"
-    if settings.read_access == "public":
+    if policies.access.reads == "public":
         return get_repository(session=session, name=name)
     principal = authenticate(request, engine)
     if principal is None:
@@ -144,10 +154,10 @@ def readable_repository(
     return repository
 
 
-def require_reader(request: Request, engine: EngineDep, settings: SettingsDep) -> None:
+def require_reader(request: Request, engine: EngineDep, policies: PoliciesDep) -> None:
     """Where reads need a token, any credential this service accepts (an upload token of one
     of its repositories, an allow-listed OIDC token): for what spans every repository."""
-    if settings.read_access == "token" and authenticate(request, engine) is None:
+    if policies.access.reads == "token" and authenticate(request, engine) is None:
         raise Unauthorized(
             "reads need a token here (CPCI_READ_ACCESS=token): send `Authorization: Bearer "
             "TOKEN` with an upload token of any repository of this service"

@@ -17,9 +17,9 @@ from cpci.schema import INT32_MAX, Outcome, PullRequestReport, ReportSectionName
 from cpci.server.api.deps import (
     LinksDep,
     PullNumber,
+    PullReportPolicyDep,
     ReadableRepoDep,
     SessionDep,
-    SettingsDep,
     ShardCacheDep,
 )
 from cpci.server.crud.pull_report import pull_request_report, pull_request_section
@@ -33,13 +33,13 @@ from cpci.server.views.run import PER_PAGE, run_detail
 def dashboard_view(
     repository: ReadableRepoDep,
     session: SessionDep,
-    settings: SettingsDep,
+    policy: PullReportPolicyDep,
     links: LinksDep,
     cache: ShardCacheDep,
     branch: Annotated[str | None, Query(description="default: the most used branch")] = None,
 ) -> Dashboard:
     return build_dashboard(
-        session=session, repo=repository, branch=branch, settings=settings, links=links, cache=cache
+        session=session, repo=repository, branch=branch, policy=policy, links=links, cache=cache
     )
 
 
@@ -78,7 +78,7 @@ def run_view(
 def pull_report_view(
     repository: ReadableRepoDep,
     session: SessionDep,
-    settings: SettingsDep,
+    policy: PullReportPolicyDep,
     links: LinksDep,
     cache: ShardCacheDep,
     number: PullNumber,
@@ -87,7 +87,7 @@ def pull_report_view(
         session=session,
         repo=repository,
         number=number,
-        settings=settings,
+        policy=policy,
         links=links,
         cache=cache,
     )
@@ -113,7 +113,7 @@ MAX_PAGE = 1000
 def pull_section_view(
     repository: ReadableRepoDep,
     session: SessionDep,
-    settings: SettingsDep,
+    policy: PullReportPolicyDep,
     links: LinksDep,
     cache: ShardCacheDep,
     number: PullNumber,
@@ -129,8 +129,8 @@ def pull_section_view(
         number=number,
         section=section,
         offset=offset,
-        limit=limit or settings.report_section_cap,
-        settings=settings,
+        limit=limit or policy.judge.section_cap,
+        policy=policy,
         links=links,
         cache=cache,
     )

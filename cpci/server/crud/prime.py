@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from sqlalchemy import Engine
 from sqlmodel import Session, col
 
-from cpci.server.core.config import Settings
+from cpci.server.core.policies import PrimingPolicy, PullReportPolicy
 from cpci.server.crud.pull_report import READ_MODELS_PER_PULL, warm_pull_report
 from cpci.server.crud.shard_cache import ShardCache
 from cpci.server.models import Repository, Run, utcnow
@@ -80,28 +80,30 @@ def recent_pulls(*, session: Session, since: datetime, limit: int) -> list[Recen
 def prime_pull_reports(
     *,
     engine: Engine,
-    settings: Settings,
+    priming: PrimingPolicy,
+    policy: PullReportPolicy,
     links: Links,
     cache: ShardCache,
     clock: Callable[[], float] = time.monotonic,
 ) -> Priming:
-    """Read the report read models of the recently active PRs into `cache`, within the
-    CPCI_WARM_ON_START_* limits; one log line per PR. Never raises: a failure is logged."""
-    budget = settings.warm_on_start_s
-    if budget <= 0 or settings.warm_on_start_pulls == 0:
+    """Read the report read models (by `policy`) of the recently active PRs into `cache`,
+    within `priming`'s limits (CPCI_WARM_ON_START_*); one log line per PR. Never raises: a
+    failure is logged."""
+    if not priming.enabled:
         return Priming()
+    budget = priming.seconds
     start = clock()
-    limit = min(settings.warm_on_start_pulls, cache.shard_set_capacity // READ_MODELS_PER_PULL)
-    if limit < settings.warm_on_start_pulls:
+    limit = min(priming.pulls, cache.shard_set_capacity // READ_MODELS_PER_PULL)
+    if limit < priming.pulls:
         log.info(
             "priming at most %d PR(s), not CPCI_WARM_ON_START_PULLS=%d: the cache keeps %d "
             "values by shard set, %d per PR",
             limit,
-            settings.warm_on_start_pulls,
+            priming.pulls,
             cache.shard_set_capacity,
             READ_MODELS_PER_PULL,
         )
-    since = utcnow() - timedelta(days=settings.warm_on_start_days)
+    since = utcnow() - timedelta(days=priming.days)
     try:
         with Session(engine) as session:
             pulls = recent_pulls(session=session, since=since, limit=limit)
@@ -126,7 +128,7 @@ def prime_pull_reports(
                     repository=pull.repository,
                     number=pull.number,
                     commit=pull.commit,
-                    settings=settings,
+                    policy=policy,
                     links=links,
                     cache=cache,
                 )

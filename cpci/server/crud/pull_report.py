@@ -34,7 +34,6 @@ from cpci.schema import (
 from cpci.server.analysis.pull_report import (
     ConfigLeg,
     ReportInputs,
-    ReportPolicy,
     build_report,
     build_section,
     needs_history,
@@ -43,10 +42,9 @@ from cpci.server.analysis.pull_report import (
 )
 from cpci.server.analysis.storms import StormPolicy, Storms
 from cpci.server.analysis.verdicts import ResultView
-from cpci.server.core.config import Settings
 from cpci.server.core.errors import NotFound
 from cpci.server.core.gc_pause import gc_paused
-from cpci.server.core.policies import evidence_policy, flakiness_policy, trusted_branches
+from cpci.server.core.policies import PullReportPolicy
 from cpci.server.crud.commits import ancestors
 from cpci.server.crud.common import fetch_rows, one_of
 from cpci.server.crud.history import observations
@@ -65,13 +63,13 @@ def pull_request_report(
     session: Session,
     repo: Repository,
     number: int,
-    settings: Settings,
+    policy: PullReportPolicy,
     links: Links,
     cache: ShardCache,
 ) -> PullRequestReport:
-    """The PR's report, each section capped at `settings.report_section_cap` items."""
-    inputs = _inputs(session, repo, number, settings, links, cache)
-    return build_report(inputs, report_policy(settings))
+    """The PR's report, each section capped at `policy.judge.section_cap` items."""
+    inputs = _inputs(session, repo, number, policy, links, cache)
+    return build_report(inputs, policy.judge)
 
 
 def pull_request_section(
@@ -82,23 +80,13 @@ def pull_request_section(
     section: ReportSectionName,
     offset: int,
     limit: int,
-    settings: Settings,
+    policy: PullReportPolicy,
     links: Links,
     cache: ShardCache,
 ) -> ReportSectionPage:
     """One page of one section of the PR's report: the items past the report's cap."""
-    inputs = _inputs(session, repo, number, settings, links, cache)
-    return build_section(inputs, report_policy(settings), section, offset, limit)
-
-
-def report_policy(settings: Settings) -> ReportPolicy:
-    """How reports judge (flakiness, evidence, storms) and how much they list."""
-    return ReportPolicy(
-        flakiness=flakiness_policy(settings),
-        evidence=evidence_policy(settings),
-        storms=StormPolicy(share=settings.storm_share, min_configs=settings.storm_min_configs),
-        section_cap=settings.report_section_cap,
-    )
+    inputs = _inputs(session, repo, number, policy, links, cache)
+    return build_section(inputs, policy.judge, section, offset, limit)
 
 
 def warm_pull_report(
@@ -107,7 +95,7 @@ def warm_pull_report(
     repository: str,
     number: int,
     commit: str,
-    settings: Settings,
+    policy: PullReportPolicy,
     links: Links,
     cache: ShardCache,
 ) -> bool:
@@ -123,7 +111,7 @@ def warm_pull_report(
     latest = _latest_run(session, repo, number)
     if latest is None or latest.commit != commit:
         return False
-    _read_models(session, repo, latest, settings, links, cache)
+    _read_models(session, repo, latest, policy, links, cache)
     return True
 
 
@@ -153,7 +141,7 @@ def _read_models(
     session: Session,
     repo: Repository,
     latest: Run,
-    settings: Settings,
+    policy: PullReportPolicy,
     links: Links,
     cache: ShardCache,
 ) -> _ReadModels:
@@ -167,7 +155,7 @@ def _read_models(
             )
         ).all(),
     )
-    storms = report_policy(settings).storms
+    storms = policy.judge.storms
     head_shards = [s for m in head_runs for s in m.uploads]
     head = cache.of_shards(
         "pull_head",
@@ -175,13 +163,13 @@ def _read_models(
         lambda: _head(session, head_shards, storms),
         variant=storms,
     )
-    trust = trusted_branches(settings)
+    trust, lookback = policy.trusted, policy.lookback
     wanted = latest.base_branch or trust.default_branch(repo.default_branch)
     base_branch = wanted if trust.trusts(wanted, repo.default_branch) else None
     base_run: MergedRun | None = None
     if base_branch is not None:
         baseline, base_run = _baseline(
-            session, repo, latest.base_commit, base_branch, settings.ancestor_depth, links
+            session, repo, latest.base_commit, base_branch, lookback.ancestor_depth, links
         )
     else:
         note = (
@@ -205,7 +193,7 @@ def _read_models(
         )
     # Only configs that passed at head are timed: with none, the base's timings go unread.
     samples = (
-        _base_samples(session, cache, base_run, settings.baseline_runs)
+        _base_samples(session, cache, base_run, lookback.baseline_runs)
         if base_run is not None and head.passed_any
         else {}
     )
@@ -216,20 +204,20 @@ def _inputs(
     session: Session,
     repo: Repository,
     number: int,
-    settings: Settings,
+    policy: PullReportPolicy,
     links: Links,
     cache: ShardCache,
 ) -> ReportInputs:
     latest = _latest_run(session, repo, number)
     if latest is None:
         raise NotFound(f"no results for pull request #{number} of {repo.name} yet")
-    read = _read_models(session, repo, latest, settings, links, cache)
+    read = _read_models(session, repo, latest, policy, links, cache)
     head = read.head
     histories = observations(
         session=session,
         repo_name=repo.name,
         config_pks=head.needs_history,
-        window=settings.flaky_window,
+        window=policy.lookback.window,
         links=links,
         branch=read.base_branch,
         exclude_commit=latest.commit,

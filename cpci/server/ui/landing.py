@@ -16,7 +16,7 @@ from sqlalchemy import func
 from sqlmodel import Session, col, select
 
 from cpci import urls
-from cpci.server.api.deps import SessionDep, SettingsDep
+from cpci.server.api.deps import PoliciesDep, SessionDep
 from cpci.server.models import Repository, Run, as_utc
 from cpci.server.ui.routes import render
 
@@ -52,8 +52,8 @@ def recent_repositories(*, session: Session, limit: int = LISTED) -> list[Reposi
 
 
 @router.get("/", response_class=HTMLResponse)
-def landing(request: Request, session: SessionDep, settings: SettingsDep) -> HTMLResponse:
-    if settings.read_access == "token":
+def landing(request: Request, session: SessionDep, policies: PoliciesDep) -> HTMLResponse:
+    if policies.access.reads == "token":
         return render(request, "landing.html", token_needed=True, repositories=[])
     repositories = recent_repositories(session=session)
     return render(request, "landing.html", token_needed=False, repositories=repositories)

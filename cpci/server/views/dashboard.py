@@ -18,8 +18,8 @@ from sqlmodel import Session, col, func, select
 from cpci import urls
 from cpci.github.gate import failing_configs
 from cpci.schema.verdicts import count_text, quick_verdict
-from cpci.server.core.config import Settings
-from cpci.server.core.policies import trusted_branches
+from cpci.server.core.policies import PullReportPolicy
+from cpci.server.core.trusted_branches import TrustedBranches
 from cpci.server.crud.pull_report import pull_request_report
 from cpci.server.crud.runs import MergedRun, config_keys, merge_runs
 from cpci.server.crud.shard_cache import ShardCache, repository_version
@@ -35,17 +35,19 @@ PULLS = 10
 BRANCH_SAMPLE = 200
 
 
-def default_view_branch(*, session: Session, repo: Repository, settings: Settings) -> str | None:
+def default_view_branch(
+    *, session: Session, repo: Repository, trusted: TrustedBranches
+) -> str | None:
     """The branch pages show when none is asked for: the default trusted branch, or, while it
     has no runs (a repository whose default branch GitHub has not reported, on `master`), the
     branch most of the recent non-PR runs were on."""
-    trusted = trusted_branches(settings).default_branch(repo.default_branch)
+    branch = trusted.default_branch(repo.default_branch)
     has_runs = session.exec(
         select(Run.id)
-        .where(Run.repository_id == repo.id, col(Run.pull_request).is_(None), Run.branch == trusted)
+        .where(Run.repository_id == repo.id, col(Run.pull_request).is_(None), Run.branch == branch)
         .limit(1)
     ).first()
-    return trusted if has_runs is not None else _busiest_branch(session, repo)
+    return branch if has_runs is not None else _busiest_branch(session, repo)
 
 
 def _busiest_branch(session: Session, repo: Repository) -> str | None:
@@ -84,11 +86,13 @@ def build_dashboard(
     session: Session,
     repo: Repository,
     branch: str | None,
-    settings: Settings,
+    policy: PullReportPolicy,
     links: Links,
     cache: ShardCache,
 ) -> Dashboard:
-    branch = branch or default_view_branch(session=session, repo=repo, settings=settings)
+    """The dashboard of `branch` (None: the one pages show first, `default_view_branch`);
+    its flaky rows and PR verdicts are judged by `policy`, as the PR reports are."""
+    branch = branch or default_view_branch(session=session, repo=repo, trusted=policy.trusted)
     merged = branch_runs(session=session, repo=repo, branch=branch, limit=TREND_RUNS)
     rows: list[RunRow] = []
     failed_in: Counter[int] = Counter()
@@ -109,9 +113,9 @@ def build_dashboard(
     assert repo.id is not None
     version = repository_version(session=session, repo_id=repo.id)
     flaky = cache.remember(
-        ("flaky", repo.id, branch, settings.flaky_window),
+        ("flaky", repo.id, branch, policy.lookback.window),
         version,
-        lambda: _flaky(session, repo, branch, failed_in, settings, links),
+        lambda: _flaky(session, repo, branch, failed_in, policy, links),
     )
     return Dashboard(
         repository=repo.name,
@@ -119,7 +123,7 @@ def build_dashboard(
         runs=rows,
         flaky=flaky,
         slowest=_slowest(session, repo, merged[0]) if merged else [],
-        pulls=_pulls(session, repo, cache, settings, links),
+        pulls=_pulls(session, repo, cache, policy, links),
     )
 
 
@@ -128,7 +132,7 @@ def _flaky(
     repo: Repository,
     branch: str | None,
     failed_in: Counter[int],
-    settings: Settings,
+    policy: PullReportPolicy,
     links: Links,
 ) -> list[FlakyRow]:
     chosen = [pk for pk, _ in failed_in.most_common(FLAKY_CANDIDATES)]
@@ -137,7 +141,8 @@ def _flaky(
         repo=repo,
         branch=branch,
         config_pks=chosen,
-        settings=settings,
+        flakiness=policy.flakiness,
+        window=policy.lookback.window,
         links=links,
     )
     return [
@@ -176,7 +181,7 @@ def _slowest(session: Session, repo: Repository, newest: MergedRun) -> list[Slow
 
 
 def _pulls(
-    session: Session, repo: Repository, cache: ShardCache, settings: Settings, links: Links
+    session: Session, repo: Repository, cache: ShardCache, policy: PullReportPolicy, links: Links
 ) -> list[PullRow]:
     newest = func.max(Run.id)
     latest_ids = [
@@ -204,7 +209,7 @@ def _pulls(
                 session=session,
                 repo=repo,
                 number=number,
-                settings=settings,
+                policy=policy,
                 links=links,
                 cache=cache,
             ),

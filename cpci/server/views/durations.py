@@ -10,7 +10,7 @@ from __future__ import annotations
 from sqlmodel import Session
 
 from cpci.schema import ConfigDurations
-from cpci.server.core.config import Settings
+from cpci.server.core.trusted_branches import TrustedBranches
 from cpci.server.crud.durations import branch_durations
 from cpci.server.models import Repository
 from cpci.server.views.dashboard import default_view_branch
@@ -21,11 +21,16 @@ MAX_RUNS = 100
 
 
 def config_durations(
-    *, session: Session, repo: Repository, branch: str | None, runs: int, settings: Settings
+    *,
+    session: Session,
+    repo: Repository,
+    branch: str | None,
+    runs: int,
+    trusted: TrustedBranches,
 ) -> ConfigDurations:
     """Median seconds per config node id over the newest `runs` trusted runs of `branch`."""
     assert repo.id is not None
-    branch = branch or default_view_branch(session=session, repo=repo, settings=settings)
+    branch = branch or default_view_branch(session=session, repo=repo, trusted=trusted)
     if branch is None:
         return ConfigDurations(
             repository=repo.name, branch=None, runs=0, newest_commit=None, durations={}

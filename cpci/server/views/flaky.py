@@ -11,9 +11,8 @@ from collections.abc import Sequence
 from sqlmodel import Session, col, select
 
 from cpci.schema import FAILING_OUTCOMES
-from cpci.server.analysis.flakiness import assess_flakiness
-from cpci.server.core.config import Settings
-from cpci.server.core.policies import flakiness_policy, trusted_branches
+from cpci.server.analysis.flakiness import FlakinessPolicy, assess_flakiness
+from cpci.server.core.policies import PullReportPolicy
 from cpci.server.crud.common import chunks
 from cpci.server.crud.history import observations
 from cpci.server.crud.runs import config_keys
@@ -30,11 +29,12 @@ def flaky_configs(
     repo: Repository,
     branch: str | None,
     window_runs: int,
-    settings: Settings,
+    policy: PullReportPolicy,
     links: Links,
 ) -> FlakyList:
-    """The flaky configs of `branch` (None: the default trusted branch)."""
-    branch = branch or trusted_branches(settings).default_branch(repo.default_branch)
+    """The flaky configs of `branch` (None: the default trusted branch), by the PR reports'
+    flakiness policy and history window."""
+    branch = branch or policy.trusted.default_branch(repo.default_branch)
     run_ids = session.exec(
         select(Run.id)
         .where(Run.repository_id == repo.id, col(Run.pull_request).is_(None), Run.branch == branch)
@@ -57,7 +57,8 @@ def flaky_configs(
         repo=repo,
         branch=branch,
         config_pks=chosen,
-        settings=settings,
+        flakiness=policy.flakiness,
+        window=policy.lookback.window,
         links=links,
     )
     return FlakyList(repository=repo.name, window_runs=window_runs, configs=found)
@@ -69,25 +70,25 @@ def assess_configs(
     repo: Repository,
     branch: str | None,
     config_pks: Sequence[int],
-    settings: Settings,
+    flakiness: FlakinessPolicy,
+    window: int,
     links: Links,
 ) -> list[FlakyConfig]:
-    """The flaky ones among `config_pks` (config row ids) by their history on `branch`, with
-    evidence, strongest first (also the web UI's dashboard, which picks its candidates from the
-    failures of its branch's recent runs)."""
+    """The flaky ones among `config_pks` (config row ids) by their last `window` results on
+    `branch`, with evidence, strongest first (also the web UI's dashboard, which picks its
+    candidates from the failures of its branch's recent runs)."""
     histories = observations(
         session=session,
         repo_name=repo.name,
         config_pks=config_pks,
-        window=settings.flaky_window,
+        window=window,
         links=links,
         branch=branch,
     )
-    policy = flakiness_policy(settings)
     keys = config_keys(session=session, ids=config_pks)
     found = []
     for pk in config_pks:
-        assessment = assess_flakiness(histories.get(pk, []), policy)
+        assessment = assess_flakiness(histories.get(pk, []), flakiness)
         if assessment.flaky:
             found.append(
                 FlakyConfig(

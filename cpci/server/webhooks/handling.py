@@ -12,7 +12,7 @@ comment).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import httpx
@@ -28,6 +28,7 @@ from cpci.github.retry import RetryPolicy
 from cpci.schema import PullRequestReport
 from cpci.server.core.config import Settings
 from cpci.server.core.errors import NotFound
+from cpci.server.core.policies import PullReportPolicy
 from cpci.server.crud import github as state
 from cpci.server.crud.github import QueuedDelivery
 from cpci.server.crud.pull_report import pull_request_report
@@ -65,11 +66,45 @@ class Outcome:
 
 
 @dataclass(frozen=True)
+class GitHubAccess:
+    """How the bot reaches GitHub (a token, or a GitHub App's id and key; the API's URL) and
+    how it publishes (`bot`; its `bot_login` None until GitHub is asked, unless
+    CPCI_GITHUB_BOT_LOGIN names it)."""
+
+    api_url: str
+    bot: BotSettings
+    token: str | None = None
+    app_id: str | None = None
+    private_key: str | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> GitHubAccess:
+        def secret(value: Any) -> str | None:
+            return value.get_secret_value() if value is not None else None
+
+        return cls(
+            api_url=settings.github_api_url,
+            bot=BotSettings(
+                comment_mode=settings.github_comment_mode,
+                fail_on=settings.github_fail_on,
+                bot_login=settings.github_bot_login or None,
+                service_url=settings.public_url,
+                rules_path=settings.github_rules_path,
+            ),
+            token=secret(settings.github_token),
+            app_id=settings.github_app_id,
+            private_key=secret(settings.github_app_private_key),
+        )
+
+
+@dataclass(frozen=True)
 class DeliveryContext:
-    """What acting on a delivery needs from the app: its database, settings and GitHub."""
+    """What acting on a delivery needs from the app: its database, its GitHub access, the PR
+    report's policy, links and cache."""
 
     engine: Engine
-    settings: Settings
+    github: GitHubAccess
+    policy: PullReportPolicy
     links: Links
     shard_cache: ShardCache
     transport: httpx.BaseTransport | None = None
@@ -80,9 +115,9 @@ class DeliveryContext:
 
     def bot_login(self, client: GitHubClient) -> str:
         """CPCI_GITHUB_BOT_LOGIN, else what GitHub says the credentials are."""
-        if self.settings.github_bot_login:
-            return self.settings.github_bot_login
-        kind = "app" if self.settings.github_app_id else "token"
+        if self.github.bot.bot_login:
+            return self.github.bot.bot_login
+        kind = "app" if self.github.app_id else "token"
         if kind not in self.logins:
             self.logins[kind] = client.bot_login()
         return self.logins[kind]
@@ -142,20 +177,16 @@ def _pull_requests(engine: Engine, event: str, payload: dict[str, Any], repo: st
 
 
 def _client(context: DeliveryContext, payload: dict[str, Any]) -> GitHubClient:
-    settings = context.settings
-
-    def secret(value: Any) -> str | None:
-        return value.get_secret_value() if value is not None else None
-
+    github = context.github
     auth = auth_from(
-        token=secret(settings.github_token),
-        app_id=settings.github_app_id,
-        private_key=secret(settings.github_app_private_key),
+        token=github.token,
+        app_id=github.app_id,
+        private_key=github.private_key,
         installation_id=(payload.get("installation") or {}).get("id"),
     )
     return GitHubClient(
         auth,
-        api_url=settings.github_api_url,
+        api_url=github.api_url,
         transport=context.transport,
         retry=context.github_retry,
     )
@@ -169,7 +200,7 @@ def _refresh_one(
     event: str,
     labelled_by: dict[str, str],
 ) -> None:
-    engine, settings = context.engine, context.settings
+    engine = context.engine
 
     def load_report(repository: str, pr: int) -> PullRequestReport | None:
         with Session(engine) as session:
@@ -181,7 +212,7 @@ def _refresh_one(
                     session=session,
                     repo=row,
                     number=pr,
-                    settings=settings,
+                    policy=context.policy,
                     links=context.links,
                     cache=context.shard_cache,
                 )
@@ -190,13 +221,7 @@ def _refresh_one(
 
     with Session(engine) as session:
         previous = state.load_pull_state(session=session, repository=repo, number=number)
-    bot = BotSettings(
-        comment_mode=settings.github_comment_mode,
-        fail_on=settings.github_fail_on,
-        bot_login=context.bot_login(client),
-        service_url=settings.public_url,
-        rules_path=settings.github_rules_path,
-    )
+    bot = replace(context.github.bot, bot_login=context.bot_login(client))
     new = refresh(
         client,
         repo,

@@ -18,13 +18,12 @@ from cpci.schema import (
 from cpci.server.api.deps import (
     LinksDep,
     PrincipalDep,
+    PullReportPolicyDep,
     ReadableRepoDep,
     SessionDep,
-    SettingsDep,
 )
 from cpci.server.api.view_deps import PullReportView, PullSectionView
 from cpci.server.core.errors import Forbidden
-from cpci.server.core.policies import trusted_branches
 from cpci.server.core.provenance import check_ancestry
 from cpci.server.crud.commits import record_parents
 from cpci.server.crud.repos import bind_github_id, ensure_repository
@@ -63,7 +62,7 @@ def run(
 def flaky(
     repository: ReadableRepoDep,
     session: SessionDep,
-    settings: SettingsDep,
+    policy: PullReportPolicyDep,
     links: LinksDep,
     runs: Annotated[int, Query(ge=1, le=1000, description="recent runs to look for failures")] = 50,
     branch: Annotated[
@@ -81,7 +80,7 @@ def flaky(
         repo=repository,
         branch=branch,
         window_runs=runs,
-        settings=settings,
+        policy=policy,
         links=links,
     )
 
@@ -96,7 +95,7 @@ def flaky(
 def durations(
     repository: ReadableRepoDep,
     session: SessionDep,
-    settings: SettingsDep,
+    policy: PullReportPolicyDep,
     branch: Annotated[
         str | None, Query(min_length=1, max_length=255, pattern=r"^[^\x00]*$")
     ] = None,
@@ -105,7 +104,7 @@ def durations(
     ] = DEFAULT_RUNS,
 ) -> ConfigDurations:
     return config_durations(
-        session=session, repo=repository, branch=branch, runs=runs, settings=settings
+        session=session, repo=repository, branch=branch, runs=runs, trusted=policy.trusted
     )
 
 
@@ -150,13 +149,13 @@ def commits(
     body: Ancestry,
     principal: PrincipalDep,
     session: SessionDep,
-    settings: SettingsDep,
+    policy: PullReportPolicyDep,
 ) -> AncestryReceipt:
     name = f"{owner}/{repo}"
     principal.require(name)
     branch = check_ancestry(principal, body.branch)
     known = session.exec(select(Repository).where(Repository.name == name)).first()
-    trust = trusted_branches(settings)
+    trust = policy.trusted
     if not trust.trusts(branch, known.default_branch if known else None):
         raise Forbidden(
             f"branch {branch} is not a trusted branch ({trust.describe()}): commit ancestry is "
