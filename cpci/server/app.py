@@ -35,7 +35,7 @@ from cpci.server.core.policies import ServicePolicies
 from cpci.server.crud.prime import prime_pull_reports
 from cpci.server.crud.shard_cache import ShardCache
 from cpci.server.ui import install_ui
-from cpci.server.webhooks.handling import DeliveryContext, GitHubAccess, handle_delivery
+from cpci.server.webhooks.handling import GitHubAccess, WebhookContext, handle_webhook_delivery
 from cpci.server.webhooks.worker import WebhookWorker, WorkerPolicy
 from cpci.urls import Links
 
@@ -136,7 +136,7 @@ def _webhook_worker(
         return None
     policy = policy or WorkerPolicy.from_settings(settings)
     transport = getattr(app.state, "github_transport", None)
-    context = DeliveryContext(
+    context = WebhookContext(
         engine,
         GitHubAccess.from_settings(settings),
         policies.pull_report,
@@ -145,7 +145,7 @@ def _webhook_worker(
         transport,
         policy.github_retry,
     )
-    worker = WebhookWorker(engine, partial(handle_delivery, context), policy=policy)
+    worker = WebhookWorker(engine, partial(handle_webhook_delivery, context), policy=policy)
     app.state.webhook_worker = worker
     worker.start()
     return worker

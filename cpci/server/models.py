@@ -241,7 +241,7 @@ class CommitParent(SQLModel, table=True):
     )
 
 
-class GitHubDelivery(SQLModel, table=True):
+class WebhookDelivery(SQLModel, table=True):
     """One webhook delivery and its work: stored with its payload before the 202, then done by
     the webhook worker (retried with backoff, resumed after a restart). Only a finished delivery
     (`done`, `ignored`) makes a redelivery of its GUID a duplicate; `digest` (SHA-256 of the

@@ -16,7 +16,7 @@ from cpci.upload.errors import (
 )
 from cpci.upload.junit import read_junit
 from cpci.upload.retry import Backoff
-from cpci.upload.send import deliver, flush, send_envelope
+from cpci.upload.send import deliver, flush
 from cpci.upload.service_client import ServiceClient
 from cpci.upload.settings import UploadSettings, UploadSettingsError
 from cpci.upload.shard_upload import ShardUpload, upload_shard
@@ -39,6 +39,5 @@ __all__ = [
     "deliver",
     "flush",
     "read_junit",
-    "send_envelope",
     "upload_shard",
 ]

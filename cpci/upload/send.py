@@ -31,7 +31,6 @@ __all__ = [
     "UploadFailed",
     "deliver",
     "flush",
-    "send_envelope",
     "send_with_retries",
 ]
 
@@ -169,15 +168,3 @@ def deliver(
         waiting = sum(binding.refuses(i.binding) is None for i in spool.pending())
         return Delivered(None, path, sent, waiting, str(exc), rejected, notes)
     return Delivered(receipt, None, sent, 0, "", rejected, notes)
-
-
-def send_envelope(
-    server: str,
-    token: str,
-    envelope: RunEnvelope,
-    *,
-    transport: httpx.BaseTransport | None = None,
-    timeout_s: float = 60.0,
-) -> UploadReceipt:
-    """POST the envelope once; returns the service's receipt (stored or duplicate)."""
-    return ServiceClient(server, token, transport=transport, timeout_s=timeout_s).upload(envelope)

@@ -18,7 +18,7 @@ from cpci.github.retry import RetryPolicy
 from cpci.github.webhooks import sign
 from cpci.server import Settings, create_app
 from cpci.server.crud.tokens import create_token
-from cpci.server.models import GitHubDelivery
+from cpci.server.models import WebhookDelivery
 from cpci.server.webhooks.worker import WebhookWorker, WorkerPolicy
 from tests.github.contract import require_reference
 from tests.github.fake_github import FakeGitHub
@@ -73,7 +73,7 @@ class Bot:
 
     def deliveries(self) -> list[tuple[str, str]]:
         with Session(self.engine) as session:
-            rows = session.exec(select(GitHubDelivery)).all()
+            rows = session.exec(select(WebhookDelivery)).all()
             return [(r.delivery_id, r.status) for r in rows]
 
     def upload(self, repo: str, commit: str, outcomes: dict[str, str], **fields: Any) -> None:

@@ -18,7 +18,7 @@ from cpci.github.comment import MARKER
 from cpci.github.errors import GitHubError
 from cpci.server.core.db import create_db_engine
 from cpci.server.core.migrate import upgrade
-from cpci.server.models import GitHubDelivery
+from cpci.server.models import WebhookDelivery
 from tests.github.conftest import FakeClock
 from tests.github.contract import require_reference
 from tests.github.fake_github import FakeGitHub
@@ -100,7 +100,7 @@ def test_a_token_that_cannot_tell_its_login_publishes_nothing(engine: Engine) ->
     with running_bot(engine, fake, github_bot_login=None) as bot:
         bot.deliver("pull_request.opened.payload.json", "d-1")
     with Session(engine) as session:
-        row = session.exec(select(GitHubDelivery)).one()
+        row = session.exec(select(WebhookDelivery)).one()
     assert row.status == "failed"
     assert "CPCI_GITHUB_BOT_LOGIN" in (row.detail or "")
     assert [w for w in fake.writes() if "comments" in w[1]] == []

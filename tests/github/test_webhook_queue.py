@@ -20,7 +20,7 @@ from cpci.github.webhooks import sign
 from cpci.server.core.db import create_db_engine, writer
 from cpci.server.core.migrate import upgrade
 from cpci.server.crud import github as queue
-from cpci.server.models import GitHubDelivery, as_utc, utcnow
+from cpci.server.models import WebhookDelivery, as_utc, utcnow
 from cpci.server.webhooks.worker import WorkerPolicy
 from tests.github.contract import require_reference
 from tests.github.fake_github import FakeGitHub
@@ -38,10 +38,10 @@ def engine(tmp_path: Path) -> Iterator[Engine]:
     engine.dispose()
 
 
-def _row(engine: Engine, delivery: str) -> GitHubDelivery:
+def _row(engine: Engine, delivery: str) -> WebhookDelivery:
     with Session(engine) as session:
         return session.exec(
-            select(GitHubDelivery).where(GitHubDelivery.delivery_id == delivery)
+            select(WebhookDelivery).where(WebhookDelivery.delivery_id == delivery)
         ).one()
 
 
@@ -128,7 +128,7 @@ def test_work_left_by_a_stopped_service_is_done_at_the_next_start(engine: Engine
     an_hour_ago = utcnow() - timedelta(hours=1)
     with Session(engine) as session:
         for delivery in ("d-queued", "d-crashed"):
-            queue.record_delivery(
+            queue.record_webhook_delivery(
                 session=session,
                 delivery_id=delivery,
                 event="pull_request",
@@ -139,7 +139,7 @@ def test_work_left_by_a_stopped_service_is_done_at_the_next_start(engine: Engine
                 now=an_hour_ago,
             )
     with Session(writer(engine)) as session:  # a worker that died an hour ago holding its claim
-        assert queue.claim_delivery(session=session, now=an_hour_ago, lease_s=60)
+        assert queue.claim_webhook_delivery(session=session, now=an_hour_ago, lease_s=60)
     assert {_row(engine, d).status for d in ("d-queued", "d-crashed")} == {"queued", "running"}
     fake = FakeGitHub()
     fake.add_pull(HELLO, 2, head_sha=PR_HEAD, base_sha=PR_BASE)

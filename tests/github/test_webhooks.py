@@ -18,7 +18,7 @@ from cpci.github.webhooks import sign, signature_ok
 from cpci.server.core.db import create_db_engine
 from cpci.server.core.migrate import upgrade
 from cpci.server.crud.github import load_pull_state
-from cpci.server.models import GitHubDelivery, Repository
+from cpci.server.models import Repository, WebhookDelivery
 from tests.github import pairs
 from tests.github.contract import require_reference, webhook_schema
 from tests.github.fake_github import FakeGitHub
@@ -164,7 +164,7 @@ def test_github_failure_is_recorded_on_the_delivery(bot: Bot) -> None:
     [(_delivery, status)] = bot.deliveries()
     assert status == "failed"
     with Session(bot.engine) as session:
-        row = session.exec(select(GitHubDelivery)).one()
+        row = session.exec(select(WebhookDelivery)).one()
     assert "fork" in (row.detail or "")
 
 

@@ -33,7 +33,7 @@ from cpci.server import Settings, create_app
 from cpci.server.core.db import create_db_engine
 from cpci.server.core.migrate import upgrade
 from cpci.server.crud.tokens import create_token
-from cpci.server.models import Config, GitHubDelivery, Repository, Result, Run, Shard
+from cpci.server.models import Config, Repository, Result, Run, Shard, WebhookDelivery
 from tests.reliability.service import make_envelope, prepare_database
 from tests.server.databases import ENGINES, fresh_database
 from tests.server.oidc_keys import AUDIENCE, ISSUER, Keys, jwks_server
@@ -58,7 +58,7 @@ class Target:
         with Session(self.engine) as session:
             return {
                 table.__name__: session.exec(select(func.count()).select_from(table)).one()
-                for table in (Repository, Run, Shard, Result, Config, GitHubDelivery)
+                for table in (Repository, Run, Shard, Result, Config, WebhookDelivery)
             }
 
 
@@ -252,7 +252,7 @@ def test_webhooks_with_bad_signatures_are_401_and_store_nothing(
     response = deliver(target, PING, "d-1", signature)
     assert response.status_code == 401
     assert "X-Hub-Signature-256" in response.json()["detail"]
-    assert target.counts()["GitHubDelivery"] == 0
+    assert target.counts()["WebhookDelivery"] == 0
 
 
 def test_a_replayed_delivery_id_is_acted_on_once(target: Target) -> None:
@@ -263,7 +263,7 @@ def test_a_replayed_delivery_id_is_acted_on_once(target: Target) -> None:
     assert again.json()["status"] == "duplicate"
     other = json.dumps({"zen": "replayed with another body"}).encode()
     assert deliver(target, other, "d-replay", sign(SECRET, other)).json()["status"] == "duplicate"
-    assert target.counts()["GitHubDelivery"] == 1
+    assert target.counts()["WebhookDelivery"] == 1
 
 
 # --- oversized, deeply nested, malformed --------------------------------------------------
@@ -343,7 +343,7 @@ def test_signed_but_malformed_webhooks_are_4xx(target: Target, payload: bytes, s
     response = deliver(target, payload, "d-bad", sign(SECRET, payload))
     assert response.status_code == status
     assert response.json()["detail"]
-    assert target.counts()["GitHubDelivery"] == 0
+    assert target.counts()["WebhookDelivery"] == 0
 
 
 # --- hostile names and messages ---------------------------------------------------------

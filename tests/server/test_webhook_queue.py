@@ -24,7 +24,7 @@ def test_two_workers_never_claim_the_same_delivery(
     now = utcnow()
     with Session(shared) as session:
         for i in range(40):
-            queue.record_delivery(
+            queue.record_webhook_delivery(
                 session=session,
                 delivery_id=f"d-{i}",
                 event="pull_request",
@@ -41,7 +41,7 @@ def test_two_workers_never_claim_the_same_delivery(
         start.wait()
         while True:
             with Session(writer(shared)) as session:
-                got = queue.claim_delivery(session=session, now=now, lease_s=300)
+                got = queue.claim_webhook_delivery(session=session, now=now, lease_s=300)
             if got is None:
                 return
             mine.append(got.delivery_id)

@@ -33,10 +33,6 @@ HOW_TO_AUTHENTICATE = (
 )
 
 
-#: Who is calling, proven by a token: the repository, and what they may claim in it.
-Principal = Credential
-
-
 def get_settings(request: Request) -> Settings:
     settings: Settings = request.app.state.settings
     return settings
@@ -85,8 +81,8 @@ ShardCacheDep = Annotated[ShardCache, Depends(get_shard_cache)]
 PullNumber = Annotated[int, Path(ge=1, le=INT32_MAX, description="the pull request's number")]
 
 
-def authenticate(request: Request, engine: Engine) -> Principal | None:
-    """The caller's principal from the bearer token, None without one; 401 for a bad one, 403
+def authenticate(request: Request, engine: Engine) -> Credential | None:
+    """The caller's credential from the bearer token, None without one; 401 for a bad one, 403
     for a valid OIDC token of a repository the service does not allow-list."""
     header = request.headers.get("authorization", "")
     if not header:
@@ -117,16 +113,17 @@ def authenticate(request: Request, engine: Engine) -> Principal | None:
     )
 
 
-def require_principal(request: Request, engine: EngineDep) -> Principal:
-    principal = authenticate(request, engine)
-    if principal is None:
+def require_credential(request: Request, engine: EngineDep) -> Credential:
+    credential = authenticate(request, engine)
+    if credential is None:
         raise Unauthorized(
             f"uploading needs credentials: {HOW_TO_AUTHENTICATE}, or a GitHub Actions OIDC token"
         )
-    return principal
+    return credential
 
 
-PrincipalDep = Annotated[Principal, Depends(require_principal)]
+#: Who is calling, proven by a token: the repository, and what they may claim in it.
+CredentialDep = Annotated[Credential, Depends(require_credential)]
 
 
 def readable_repository(
@@ -143,13 +140,13 @@ def readable_repository(
     name = f"{owner}/{repo}"
     if policies.access.reads == "public":
         return get_repository(session=session, name=name)
-    principal = authenticate(request, engine)
-    if principal is None:
+    credential = authenticate(request, engine)
+    if credential is None:
         raise Unauthorized(f"reading {name} needs a token of it: {HOW_TO_AUTHENTICATE}")
-    principal.require(name)
+    credential.require(name)
     repository = get_repository(session=session, name=name)
-    if principal.claims is not None:
-        claimed = principal.claims.repository_id
+    if credential.claims is not None:
+        claimed = credential.claims.repository_id
         check_repository_id(name=name, bound=repository.github_id, claimed=claimed)
     return repository
 

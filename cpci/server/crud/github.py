@@ -13,7 +13,7 @@ from sqlmodel import Session, col, select
 
 from cpci.github.bot import PullState
 from cpci.github.consistency import ConsistencyResult
-from cpci.server.models import GitHubDelivery, GitHubPullState, Repository, Run, as_utc, utcnow
+from cpci.server.models import GitHubPullState, Repository, Run, WebhookDelivery, as_utc, utcnow
 
 #: Statuses after which a redelivery of the same GUID is a duplicate; any other is redone.
 FINISHED = frozenset({"done", "ignored"})
@@ -21,7 +21,7 @@ Receipt = Literal["new", "requeued", "duplicate", "replay"]
 
 
 @dataclass(frozen=True)
-class QueuedDelivery:
+class QueuedWebhookDelivery:
     """A delivery a worker has claimed: what it needs to act on it."""
 
     delivery_id: str
@@ -31,7 +31,7 @@ class QueuedDelivery:
     attempts: int  # including this one
 
 
-def record_delivery(
+def record_webhook_delivery(
     *,
     session: Session,
     delivery_id: str,
@@ -49,7 +49,7 @@ def record_delivery(
     is left to it (`requeued`, unchanged). A body stored
     before under another GUID is a `replay` and is not stored again.
     """
-    existing = _delivery(session, delivery_id)
+    existing = _webhook_delivery(session, delivery_id)
     if existing is not None:
         if existing.status in FINISHED:
             return "duplicate"
@@ -60,9 +60,9 @@ def record_delivery(
         session.add(existing)
         session.commit()
         return "requeued"
-    if session.exec(select(GitHubDelivery.id).where(GitHubDelivery.digest == digest)).first():
+    if session.exec(select(WebhookDelivery.id).where(WebhookDelivery.digest == digest)).first():
         return "replay"
-    row = GitHubDelivery(
+    row = WebhookDelivery(
         delivery_id=delivery_id,
         event=event,
         action=action,
@@ -76,22 +76,24 @@ def record_delivery(
         session.commit()
     except IntegrityError:  # the same GUID or body arrived at once on another request
         session.rollback()
-        return "duplicate" if _delivery(session, delivery_id) is not None else "replay"
+        return "duplicate" if _webhook_delivery(session, delivery_id) is not None else "replay"
     return "new"
 
 
-def claim_delivery(*, session: Session, now: datetime, lease_s: float) -> QueuedDelivery | None:
+def claim_webhook_delivery(
+    *, session: Session, now: datetime, lease_s: float
+) -> QueuedWebhookDelivery | None:
     """Take the oldest due delivery (queued and due, or running with a lapsed lease: its worker
     died) and hold it for `lease_s`. `session` must be a write session (SQLite: BEGIN IMMEDIATE);
     on PostgreSQL, `SKIP LOCKED` lets replicas claim side by side, never the same row."""
     due = or_(
-        and_(col(GitHubDelivery.status) == "queued", col(GitHubDelivery.next_attempt_at) <= now),
-        and_(col(GitHubDelivery.status) == "running", col(GitHubDelivery.lease_until) < now),
+        and_(col(WebhookDelivery.status) == "queued", col(WebhookDelivery.next_attempt_at) <= now),
+        and_(col(WebhookDelivery.status) == "running", col(WebhookDelivery.lease_until) < now),
     )
     row = session.exec(
-        select(GitHubDelivery)
+        select(WebhookDelivery)
         .where(due)
-        .order_by(col(GitHubDelivery.next_attempt_at), col(GitHubDelivery.id))
+        .order_by(col(WebhookDelivery.next_attempt_at), col(WebhookDelivery.id))
         .limit(1)
         .with_for_update(skip_locked=True)
     ).first()
@@ -100,7 +102,7 @@ def claim_delivery(*, session: Session, now: datetime, lease_s: float) -> Queued
         return None
     row.status, row.attempts = "running", row.attempts + 1
     row.lease_until = now + timedelta(seconds=lease_s)
-    claimed = QueuedDelivery(
+    claimed = QueuedWebhookDelivery(
         row.delivery_id, row.event, row.action, row.payload or {}, row.attempts
     )
     session.add(row)
@@ -112,13 +114,13 @@ def next_due(*, session: Session) -> datetime | None:
     """When the next delivery falls due (a queued one's time, or a running one's lease end)."""
     times = [
         session.exec(
-            select(func.min(col(GitHubDelivery.next_attempt_at))).where(
-                GitHubDelivery.status == "queued"
+            select(func.min(col(WebhookDelivery.next_attempt_at))).where(
+                WebhookDelivery.status == "queued"
             )
         ).one(),
         session.exec(
-            select(func.min(col(GitHubDelivery.lease_until))).where(
-                GitHubDelivery.status == "running"
+            select(func.min(col(WebhookDelivery.lease_until))).where(
+                WebhookDelivery.status == "running"
             )
         ).one(),
     ]
@@ -126,7 +128,7 @@ def next_due(*, session: Session) -> datetime | None:
     return min(known) if known else None
 
 
-def finish_delivery(
+def finish_webhook_delivery(
     *,
     session: Session,
     delivery_id: str,
@@ -136,7 +138,7 @@ def finish_delivery(
 ) -> None:
     """Record the outcome; a failure with `retry_at` is queued again for then. A finished
     delivery lets go of its payload (up to 25 MB): a redelivery brings it again."""
-    row = _delivery(session, delivery_id)
+    row = _webhook_delivery(session, delivery_id)
     if row is None:
         return
     if retry_at is not None:
@@ -148,13 +150,13 @@ def finish_delivery(
     session.commit()
 
 
-def _queue(row: GitHubDelivery, now: datetime) -> None:
+def _queue(row: WebhookDelivery, now: datetime) -> None:
     row.status, row.attempts, row.next_attempt_at, row.lease_until = "queued", 0, now, None
 
 
-def _delivery(session: Session, delivery_id: str) -> GitHubDelivery | None:
+def _webhook_delivery(session: Session, delivery_id: str) -> WebhookDelivery | None:
     return session.exec(
-        select(GitHubDelivery).where(GitHubDelivery.delivery_id == delivery_id)
+        select(WebhookDelivery).where(WebhookDelivery.delivery_id == delivery_id)
     ).first()
 
 

@@ -30,7 +30,7 @@ from cpci.server.core.config import Settings
 from cpci.server.core.errors import NotFound
 from cpci.server.core.policies import PullReportPolicy
 from cpci.server.crud import github as state
-from cpci.server.crud.github import QueuedDelivery
+from cpci.server.crud.github import QueuedWebhookDelivery
 from cpci.server.crud.pull_report import pull_request_report
 from cpci.server.crud.repos import remember_default_branch
 from cpci.server.crud.shard_cache import ShardCache
@@ -98,7 +98,7 @@ class GitHubAccess:
 
 
 @dataclass(frozen=True)
-class DeliveryContext:
+class WebhookContext:
     """What acting on a delivery needs from the app: its database, its GitHub access, the PR
     report's policy, links and cache."""
 
@@ -128,7 +128,7 @@ def handles(event: str, action: Any) -> bool:
     return action in HANDLED.get(event, frozenset())
 
 
-def handle_delivery(context: DeliveryContext, delivery: QueuedDelivery) -> Outcome:
+def handle_webhook_delivery(context: WebhookContext, delivery: QueuedWebhookDelivery) -> Outcome:
     """Act on `delivery`; failures come back as an `Outcome`, never raised."""
     event, payload = delivery.event, delivery.payload
     try:
@@ -176,7 +176,7 @@ def _pull_requests(engine: Engine, event: str, payload: dict[str, Any], repo: st
         return state.pulls_for_commit(session=session, repository=repo, commit=run["head_sha"])
 
 
-def _client(context: DeliveryContext, payload: dict[str, Any]) -> GitHubClient:
+def _client(context: WebhookContext, payload: dict[str, Any]) -> GitHubClient:
     github = context.github
     auth = auth_from(
         token=github.token,
@@ -193,7 +193,7 @@ def _client(context: DeliveryContext, payload: dict[str, Any]) -> GitHubClient:
 
 
 def _refresh_one(
-    context: DeliveryContext,
+    context: WebhookContext,
     client: GitHubClient,
     repo: str,
     number: int,

@@ -25,12 +25,12 @@ from cpci.github.retry import RetryPolicy
 from cpci.server.core.config import Settings
 from cpci.server.core.db import writer
 from cpci.server.crud import github as queue
-from cpci.server.crud.github import QueuedDelivery
+from cpci.server.crud.github import QueuedWebhookDelivery
 from cpci.server.models import utcnow
 from cpci.server.webhooks.handling import WORKER_RETRY, Outcome
 
 log = logging.getLogger(__name__)
-Handler = Callable[[QueuedDelivery], Outcome]
+Handler = Callable[[QueuedWebhookDelivery], Outcome]
 
 
 @dataclass(frozen=True)
@@ -140,7 +140,7 @@ class WebhookWorker:
 
     def _work_one(self) -> bool:
         with Session(self._engine) as session:
-            claimed = queue.claim_delivery(
+            claimed = queue.claim_webhook_delivery(
                 session=session, now=self._clock(), lease_s=self.policy.lease_s
             )
         if claimed is None:
@@ -159,7 +159,7 @@ class WebhookWorker:
                 "" if retry_at else " (gave up; redeliver from GitHub to try again)"
             )
         with Session(self._engine) as session:
-            queue.finish_delivery(
+            queue.finish_webhook_delivery(
                 session=session,
                 delivery_id=claimed.delivery_id,
                 status="done" if outcome.status == "done" else "failed",

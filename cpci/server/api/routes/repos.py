@@ -16,8 +16,8 @@ from cpci.schema import (
     ReportSectionPage,
 )
 from cpci.server.api.deps import (
+    CredentialDep,
     LinksDep,
-    PrincipalDep,
     PullReportPolicyDep,
     ReadableRepoDep,
     SessionDep,
@@ -147,13 +147,13 @@ def commits(
     owner: str,
     repo: str,
     body: Ancestry,
-    principal: PrincipalDep,
+    credential: CredentialDep,
     session: SessionDep,
     policy: PullReportPolicyDep,
 ) -> AncestryReceipt:
     name = f"{owner}/{repo}"
-    principal.require(name)
-    branch = check_ancestry(principal, body.branch)
+    credential.require(name)
+    branch = check_ancestry(credential, body.branch)
     known = session.exec(select(Repository).where(Repository.name == name)).first()
     trust = policy.trusted
     if not trust.trusts(branch, known.default_branch if known else None):
@@ -163,8 +163,8 @@ def commits(
             "to do unless this branch should be trusted"
         )
     repo_id = ensure_repository(session=session, name=name)
-    if principal.claims is not None:
-        bind_github_id(session=session, repo_id=repo_id, claimed=principal.claims.repository_id)
+    if credential.claims is not None:
+        bind_github_id(session=session, repo_id=repo_id, claimed=credential.claims.repository_id)
     count = record_parents(
         session=session, repo_id=repo_id, links=[(p.commit, p.parent) for p in body.parents]
     )

@@ -9,10 +9,10 @@ from starlette.concurrency import run_in_threadpool
 
 from cpci.schema import UploadReceipt
 from cpci.server.api.deps import (
+    CredentialDep,
     EngineDep,
     LinksDep,
     PoliciesDep,
-    PrincipalDep,
     ShardCacheDep,
 )
 from cpci.server.api.payload import parse_envelope
@@ -64,7 +64,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 async def upload(
     request: Request,
     response: Response,
-    principal: PrincipalDep,
+    credential: CredentialDep,
     engine: EngineDep,
     policies: PoliciesDep,
     links: LinksDep,
@@ -72,9 +72,9 @@ async def upload(
 ) -> UploadReceipt:
     raw = await request.body()  # bounded by CPCI_MAX_UPLOAD_BYTES (api/body_limits.py)
     envelope = await run_in_threadpool(parse_envelope, raw)
-    principal.require(envelope.repository)
+    credential.require(envelope.repository)
     uploads = policies.uploads
-    provenance = check_upload(principal, envelope, fork_workflows=uploads.fork_workflows)
+    provenance = check_upload(credential, envelope, fork_workflows=uploads.fork_workflows)
     receipt = await run_in_threadpool(
         lambda: store_upload(
             engine=engine,

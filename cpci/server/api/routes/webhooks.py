@@ -81,7 +81,7 @@ async def webhook(
     handled = handles(event, action)
     with Session(engine) as session:
         receipt = await run_in_threadpool(
-            state.record_delivery,
+            state.record_webhook_delivery,
             session=session,
             delivery_id=delivery,
             event=event,
