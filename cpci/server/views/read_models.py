@@ -40,13 +40,26 @@ class EnvironmentPublic(Environment):
 
 
 class RunHeader(BaseModel):
-    """What every view of one CI run (attempts merged) starts with."""
+    """What every view of one CI run (attempts merged) starts with. A config is counted by its
+    final record, what it came to (`cpci.schema.final_records`: its highest attempt), once per
+    shard it ran on; its reruns are counted apart."""
 
     repository: str
     run: RunRef
-    attempts: list[int]
+    attempts: list[int] = Field(description="the CI run's attempts that uploaded")
     environments: list[EnvironmentPublic]
-    outcomes: dict[str, int]
+    outcomes: dict[str, int] = Field(
+        description="configs by the outcome of their final record (a pass after failures "
+        "counts as passed, and in `flaky`)"
+    )
+    flaky: int = Field(description="configs whose final record passed after a failure")
+    reruns: dict[str, int] = Field(
+        description="the results of reruns (attempt 2 and later) by outcome, apart from the "
+        "configs they rerun"
+    )
+    result_outcomes: dict[str, int] = Field(
+        description="every result by outcome, reruns included: what the run's results list"
+    )
 
 
 class FailingConfig(BaseModel):
@@ -242,8 +255,9 @@ class ShardRow(BaseModel):
         description="wall_s - init_s - test_s: teardown, gaps and the rest, derived"
     )
     worlds: int = Field(description="distinct (batch, world) pairs: torchrun worlds started")
-    results: int
-    outcomes: dict[str, int]
+    results: int = Field(description="results stored, reruns included")
+    reruns: int = Field(description="results of reruns (attempt 2 and later)")
+    outcomes: dict[str, int] = Field(description="configs by the outcome of their final record")
 
 
 class ResultRow(BaseModel):

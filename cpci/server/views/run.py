@@ -2,6 +2,9 @@
 page in full: its shards (reported or missing), the torchrun worlds each started, where
 the time went, and its results filtered, sorted and paged in the database.
 
+Both count a config by its final record on each shard (its highest attempt: what it came to),
+and its reruns apart; the results they list are every attempt.
+
 World start-up (init) time comes from the runner: each result names its world and that world's
 launch-to-first-config time. "Other" is derived: a shard's wall time (`ended_at - started_at`)
 less init and test time. With several worlds running at once the sums can exceed the wall time,
@@ -12,7 +15,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import TypedDict
 
 import sqlalchemy as sa
@@ -59,29 +63,89 @@ _SORTS = {
 
 def run_summary(*, session: Session, repo: Repository, ci_run_id: str, links: Links) -> RunSummary:
     merged = load_run(session=session, repo=repo, ci_run_id=ci_run_id)
+    tallies = _tallies(session, merged)
+    # A config fails where its final record on some shard does: one that passed on a rerun is
+    # flaky, not failing. Its message is that final record's.
+    failed_at = {pk: attempt for t in tallies.values() for pk, (attempt, _) in t.failing.items()}
     results = results_of(session=session, shards=merged.shards.values())
     keys = config_keys(session=session, ids=results)
-    outcomes: Counter[str] = Counter(r.outcome for rs in results.values() for r in rs)
     failing = []
-    for pk, rs in sorted(results.items(), key=lambda item: keys[item[0]]):
-        bad = [r for r in rs if r.outcome in FAILING_OUTCOMES]
-        if bad:
-            rule = infra_signature(bad[0].outcome, (culprit_of(bad[0]),))
-            failing.append(
-                FailingConfig(
-                    config=keys[pk],
-                    config_pk=pk,
-                    history_url=links.history(repo.name, keys[pk]),
-                    outcome=bad[0].outcome,
-                    message=first_message(bad),
-                    infra_rule=rule.name if rule else None,
-                )
+    for pk in sorted(failed_at, key=keys.__getitem__):
+        bad = [
+            r for r in results[pk] if r.outcome in FAILING_OUTCOMES and r.attempt == failed_at[pk]
+        ]
+        rule = infra_signature(bad[0].outcome, (culprit_of(bad[0]),))
+        failing.append(
+            FailingConfig(
+                config=keys[pk],
+                config_pk=pk,
+                history_url=links.history(repo.name, keys[pk]),
+                outcome=bad[0].outcome,
+                message=first_message(bad),
+                infra_rule=rule.name if rule else None,
             )
+        )
     return RunSummary(
-        **_header(session, repo, merged, links, outcomes),
+        **_header(session, repo, merged, links, tallies.values()),
         configs=len(results),
         failing=failing,
     )
+
+
+@dataclass
+class _Tally:
+    """What one shard's results come to. `configs`: each config by its final record (its
+    highest attempt, the later on a tie, as `cpci.schema.final_records` picks it); `failing`:
+    the configs whose final record failed, with its attempt and outcome; `reruns`: the results
+    of attempt 2 and later."""
+
+    configs: Counter[str] = field(default_factory=Counter)
+    flaky: int = 0
+    results: Counter[str] = field(default_factory=Counter)
+    reruns: Counter[str] = field(default_factory=Counter)
+    failing: dict[int, tuple[int, str]] = field(default_factory=dict)
+    test_s: float = 0.0
+    worlds: dict[tuple[int, int], float | None] = field(default_factory=dict)
+
+
+def _tallies(session: Session, merged: MergedRun) -> dict[int, _Tally]:
+    """Each of the run's chosen shards' `_Tally`, by shard id, from one query."""
+    out: dict[int, _Tally] = defaultdict(_Tally)
+    final: dict[tuple[int, int], tuple[int, str, bool]] = {}
+    ids = [s.id for s in merged.shards.values()]
+    rows = session.connection().execute(
+        sa.select(
+            col(Result.shard_id),
+            col(Result.config_id),
+            col(Result.attempt),
+            col(Result.outcome),
+            col(Result.flaky),
+            col(Result.duration_s),
+            raw_json(col(Result.batch)),
+        )
+        .where(col(Result.shard_id).in_(ids))
+        .order_by(col(Result.id))
+    )
+    for shard_id, config_pk, attempt, outcome, flaky, duration, batch in rows:
+        tally = out[shard_id]
+        tally.results[outcome] += 1
+        if attempt > 1:
+            tally.reruns[outcome] += 1
+        tally.test_s += duration
+        info = from_json(batch) if batch is not None else None
+        if info:
+            world = (int(info.get("index", 0)), int(info.get("world", 0)))
+            tally.worlds[world] = info.get("start_s")
+        held = final.get((shard_id, config_pk))
+        if held is None or attempt >= held[0]:
+            final[(shard_id, config_pk)] = (attempt, outcome, bool(flaky))
+    for (shard_id, config_pk), (attempt, outcome, flaky) in final.items():
+        tally = out[shard_id]
+        tally.configs[outcome] += 1
+        tally.flaky += flaky
+        if outcome in FAILING_OUTCOMES:
+            tally.failing[config_pk] = (attempt, outcome)
+    return out
 
 
 class _Header(TypedDict):
@@ -92,18 +156,37 @@ class _Header(TypedDict):
     attempts: list[int]
     environments: list[EnvironmentPublic]
     outcomes: dict[str, int]
+    flaky: int
+    reruns: dict[str, int]
+    result_outcomes: dict[str, int]
 
 
 def _header(
-    session: Session, repo: Repository, merged: MergedRun, links: Links, outcomes: Counter[str]
+    session: Session,
+    repo: Repository,
+    merged: MergedRun,
+    links: Links,
+    tallies: Iterable[_Tally],
 ) -> _Header:
     envs = environments_of(session=session, merged=merged)
+    configs: Counter[str] = Counter()
+    reruns: Counter[str] = Counter()
+    results: Counter[str] = Counter()
+    flaky = 0
+    for t in tallies:
+        configs.update(t.configs)
+        reruns.update(t.reruns)
+        results.update(t.results)
+        flaky += t.flaky
     return _Header(
         repository=repo.name,
         run=merged.ref(repo.name, links),
         attempts=[r.ci_attempt for r in merged.runs],
         environments=[EnvironmentPublic.of(e) for e in envs],
-        outcomes=dict(sorted(outcomes.items())),
+        outcomes=dict(sorted(configs.items())),
+        flaky=flaky,
+        reruns=dict(sorted(reruns.items())),
+        result_outcomes=dict(sorted(results.items())),
     )
 
 
@@ -120,7 +203,8 @@ def run_detail(
     per_page: int = PER_PAGE,
 ) -> RunDetail:
     merged = load_run(session=session, repo=repo, ci_run_id=ci_run_id)
-    shards = _shards(session, merged)
+    tallies = _tallies(session, merged)
+    shards = _shards(merged, tallies)
     shard_ids = [s.id for s in merged.shards.values()]
     where: list[sa.ColumnElement[bool]] = [col(Result.shard_id).in_(shard_ids)]
     if outcomes:
@@ -165,12 +249,9 @@ def run_detail(
         )
         for key, outcome, duration, attempt, flaky, errors, batch, shard in rows
     ]
-    total: Counter[str] = Counter()
-    for s in shards:
-        total.update(s.outcomes)
     first = merged.runs[0]
     return RunDetail(
-        **_header(session, repo, merged, links, total),
+        **_header(session, repo, merged, links, tallies.values()),
         provenance=RunProvenance(
             via=first.upload_via,
             uploaded_by=first.uploaded_by,
@@ -194,27 +275,8 @@ def run_detail(
     )
 
 
-def _shards(session: Session, merged: MergedRun) -> list[ShardRow]:
+def _shards(merged: MergedRun, tallies: dict[int, _Tally]) -> list[ShardRow]:
     attempt_of = {r.id: r.ci_attempt for r in merged.runs}
-    outcomes: dict[int, Counter[str]] = defaultdict(Counter)
-    test_s: dict[int, float] = defaultdict(float)
-    worlds: dict[int, dict[tuple[int, int], float | None]] = defaultdict(dict)
-    ids = [s.id for s in merged.shards.values()]
-    rows = session.connection().execute(
-        sa.select(
-            col(Result.shard_id),
-            col(Result.outcome),
-            col(Result.duration_s),
-            raw_json(col(Result.batch)),
-        ).where(col(Result.shard_id).in_(ids))
-    )
-    for shard_id, outcome, duration, batch in rows:
-        outcomes[shard_id][outcome] += 1
-        test_s[shard_id] += duration
-        info = from_json(batch) if batch is not None else None
-        if info:
-            world = (int(info.get("index", 0)), int(info.get("world", 0)))
-            worlds[shard_id][world] = info.get("start_s")
     out = []
     slots = [(leg, i) for leg in merged.legs for i in range(merged.latest.shard_total)]
     for leg, index in slots:
@@ -237,6 +299,7 @@ def _shards(session: Session, merged: MergedRun) -> list[ShardRow]:
                     other_s=None,
                     worlds=0,
                     results=0,
+                    reruns=0,
                     outcomes={},
                 )
             )
@@ -244,9 +307,10 @@ def _shards(session: Session, merged: MergedRun) -> list[ShardRow]:
         started = as_utc(shard.started_at) if shard.started_at else None
         ended = as_utc(shard.ended_at) if shard.ended_at else None
         wall = (ended - started).total_seconds() if started and ended else None
-        starts = [s for s in worlds[shard.id].values() if s is not None]
+        tally = tallies.get(shard.id) or _Tally()
+        starts = [s for s in tally.worlds.values() if s is not None]
         init = round(sum(starts), 3) if starts else None
-        spent = test_s[shard.id] + (init or 0.0)
+        spent = tally.test_s + (init or 0.0)
         out.append(
             ShardRow(
                 leg=leg,
@@ -260,11 +324,12 @@ def _shards(session: Session, merged: MergedRun) -> list[ShardRow]:
                 ended_at=ended,
                 wall_s=wall,
                 init_s=init,
-                test_s=round(test_s[shard.id], 3),
+                test_s=round(tally.test_s, 3),
                 other_s=round(wall - spent, 3) if wall is not None and wall >= spent else None,
-                worlds=len(worlds[shard.id]),
+                worlds=len(tally.worlds),
                 results=shard.result_count,
-                outcomes=dict(sorted(outcomes[shard.id].items())),
+                reruns=tally.reruns.total(),
+                outcomes=dict(sorted(tally.configs.items())),
             )
         )
     return out

@@ -82,7 +82,7 @@ def test_run_twin_filters_sorts_and_pages_in_the_database(client: TestClient) ->
     assert [r["config"] for r in named["results"]] == [A2A]
     failed = client.get(path, params={"outcome": "failed"}).json()
     assert {r["outcome"] for r in failed["results"]} <= {"failed"}
-    assert failed["matching"] == failed["outcomes"].get("failed", 0)
+    assert failed["matching"] == failed["result_outcomes"].get("failed", 0)
     assert [s["state"] for s in data["shards"]] == ["reported", "reported"]
     assert sum(s["results"] for s in data["shards"]) == len(NAMES)
     assert all(s["wall_s"] == 60 and s["other_s"] == 60 - s["test_s"] for s in data["shards"])
