@@ -3,6 +3,7 @@ one public surface for every part of cpci, and one first line of a message."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from types import ModuleType
 
@@ -22,7 +23,7 @@ from cpci.schema import (
     first_line,
     read_results,
 )
-from tests.github.pull_reports import report, verdict
+from tests.builders import report, verdict
 
 
 def record(nodeid: str = "t.py::test[1]") -> ResultRecord:
@@ -121,3 +122,22 @@ def test_a_configs_final_record_is_its_last_attempt_whatever_the_file_order() ->
     assert final_records(reversed(records)) == [flaky_pass, records[1]]  # by attempt, not order
     other_size = records[1].model_copy(update={"world_size": 4})  # another config, same node id
     assert len(final_records([*records, other_size])) == 3
+
+
+def test_a_non_finite_parameter_is_kept_as_its_text_in_strict_json() -> None:
+    line = ResultRecord(
+        nodeid="t", world_size=2, outcome="passed", duration_s=1, params={"eps": float("nan")}
+    ).to_json_line()
+    data = json.loads(line, parse_constant=lambda c: pytest.fail(f"non-strict JSON {c}"))
+    assert data["params"] == {"eps": "nan"}
+    assert ResultRecord.model_validate(data).params == {"eps": "nan"}
+
+
+def test_partial_metrics_are_absent_unless_set(tmp_path: Path) -> None:
+    assert "metrics_partial" not in record().to_json_line()  # older readers see no new field
+    partial = ResultRecord(
+        nodeid="t", world_size=2, outcome="failed", duration_s=1, metrics_partial=[1]
+    )
+    path = tmp_path / "r.jsonl"
+    path.write_text(partial.to_json_line())
+    assert read_results(str(path))[0].metrics_partial == [1]

@@ -2,7 +2,8 @@
 
 Pure functions over the protocol's records, shared by the ranks (each computes its local outcome)
 and rank 0 (which merges the payloads the control plane collects, `cpci.runner.control_plane`):
-a failure on any rank fails the config, and every failing rank's errors are kept.
+a failure on any rank fails the config, and every failing rank's errors are kept; a failing rank
+that recorded none of a metric the others recorded marks the config's metrics partial.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from cpci.runner.protocol import SEVERITY, AgreedRecord, LocalOutcome, RankPayload
+from cpci.schema import FAILING_OUTCOMES
 
 
 def local_outcome(reports: Sequence[Any]) -> LocalOutcome:
@@ -47,6 +49,12 @@ def agreed_record(
     for payload in payloads:
         for name, value in payload.metrics.items():
             metrics[name] = max(value, metrics.get(name, value))
+    # A rank that failed before recording a metric the others recorded: the max is theirs only.
+    partial = [
+        p.rank
+        for p in payloads
+        if p.outcome in FAILING_OUTCOMES and not metrics.keys() <= p.metrics.keys()
+    ]
     return AgreedRecord(
         index=index,
         outcome=merged,
@@ -55,4 +63,5 @@ def agreed_record(
         reports=shown.reports,
         report_rank=shown.rank,
         metrics=metrics,
+        metrics_partial=partial,
     )

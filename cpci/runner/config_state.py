@@ -12,6 +12,7 @@ does not own (Megatron's parallel_state, TransformerEngine caches) is reset by t
 
 from __future__ import annotations
 
+import gc
 import os
 import random
 import sys
@@ -119,8 +120,11 @@ class ConfigState:
         import torch.distributed as dist
 
         try:
-            for group in set(_live_groups()) - self._groups:
+            made = set(_live_groups()) - self._groups
+            for group in made:
                 dist.destroy_process_group(group)
+            if made:
+                _free_failed_frames()
         finally:
             os.environ.clear()
             os.environ.update(self._env)
@@ -133,6 +137,23 @@ class ConfigState:
             if torch.cuda.is_initialized():
                 torch.cuda.synchronize()
                 torch.cuda.empty_cache()
+
+
+def _free_failed_frames() -> None:
+    """Free the groups a failed config's traceback still holds, so their connections close now.
+
+    Destroying a gloo group only unregisters it: its connections close when the object goes,
+    and a failed test's frames hold it (its `cp_group` local), through `sys.last_traceback`,
+    which pytest keeps for post-mortem debugging, and the reference cycle of a caught exception.
+    Stock, the failed rank exits and its peers' collectives fail at once; here they would wait
+    out the config's timeout. Collecting only after a call failed keeps passing configs free.
+    """
+    if getattr(sys, "last_traceback", None) is None:
+        return
+    for name in ("last_type", "last_value", "last_traceback", "last_exc"):
+        if hasattr(sys, name):
+            delattr(sys, name)
+    gc.collect()
 
 
 def _live_groups() -> list[Any]:

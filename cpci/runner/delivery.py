@@ -35,7 +35,7 @@ class Where:
 
     attempt: int
     backend: str
-    batch: BatchInfo
+    batch: BatchInfo | None  # None: no world was meant for it (the scheduler ended first)
 
 
 def of_agreed(spec: ConfigSpec, agreed: AgreedRecord, where: Where) -> Delivery:
@@ -47,6 +47,7 @@ def of_agreed(spec: ConfigSpec, agreed: AgreedRecord, where: Where) -> Delivery:
         duration_s=agreed.duration_s,
         rank_errors=agreed.rank_errors,
         metrics=agreed.metrics,
+        metrics_partial=agreed.metrics_partial or None,
         reports=agreed.reports,
     )
 
@@ -86,6 +87,7 @@ def _delivery(
     duration_s: float,
     rank_errors: list[RankError],
     metrics: dict[str, float] | None = None,
+    metrics_partial: list[int] | None = None,
     reports: list[SerializedReport] | None = None,
 ) -> Delivery:
     record = ResultRecord(
@@ -98,6 +100,7 @@ def _delivery(
         rank_errors=rank_errors,
         attempt=where.attempt,
         metrics=metrics or {},
+        metrics_partial=metrics_partial,
         batch=where.batch,
     )
     return Delivery(spec, record, reports, final=False)

@@ -1,8 +1,9 @@
 """Turning collected pytest items into configs and groups, without running any test body.
 
-A config is a test item marked `@pytest.mark.cpci(world_size=N)`. Configs are grouped by world
-size and backend, in collection order; each group is a queue that long-lived worlds of that size
-take configs from (`cpci.runner.scheduler`).
+A config is a test item with cpci markers (merged across levels, `cpci.runner.markers`), or a
+test of torch's multi-process harnesses under `--cpci-testcases=shared`. Configs are grouped by
+world size and backend, in collection order; each group is a queue that long-lived worlds of
+that size take configs from (`cpci.runner.scheduler`).
 """
 
 from __future__ import annotations
@@ -12,20 +13,10 @@ from typing import Any
 
 import pytest
 
+from cpci.runner.markers import PlanningError, marked_options
 from cpci.runner.protocol import BACKENDS, Backend
 from cpci.runner.testcases import HARNESS_CASE
 from cpci.schema import MAX_NODEID_LENGTH, JSONScalar
-
-MARKER = "cpci"
-MARKER_HELP = (
-    "cpci(world_size=N, timeout=SECONDS, backend=NAME): run this test on every rank of an "
-    "N-process torch.distributed world, sharing worlds with other configs of its world size"
-)
-_MARKER_KEYS = {"world_size", "timeout", "backend"}
-
-
-class PlanningError(ValueError):
-    """One config cannot be planned; it fails alone with this message."""
 
 
 @dataclass(frozen=True)
@@ -38,6 +29,8 @@ class ConfigSpec:
     backend: Backend
     timeout: float
     params: dict[str, JSONScalar] = field(default_factory=dict)
+    #: Which setting gave `timeout`, as a timeout's message names it.
+    timeout_from: str = "--cpci-timeout"
 
 
 @dataclass(frozen=True)
@@ -53,33 +46,38 @@ class Group:
     configs: tuple[ConfigSpec, ...]
 
 
-def spec_for(item: pytest.Item, *, default_timeout: float, backend: Backend) -> ConfigSpec | None:
-    """The config for a marked item, None for an unmarked one; PlanningError if the mark is bad.
+def spec_for(
+    item: pytest.Item, *, default_timeout: float, timeout_from: str, backend: Backend
+) -> ConfigSpec | None:
+    """The config for an item, None for one that runs in this process; PlanningError if its
+    options are bad.
 
-    With `--cpci-testcases=shared`, an unmarked test of torch's multi-process harnesses is planned
-    as if marked with the world size of its class (`cpci.runner.testcases`).
+    Its options are the merge of its cpci markers (`cpci.runner.markers`); with
+    `--cpci-testcases=shared` a test of torch's multi-process harnesses is a config too, its class
+    giving the world size and timeout its markers do not (`cpci.runner.testcases`). The session's
+    timeout (`timeout_from` says which setting gave it) and backend fill in the rest.
     """
-    mark = item.get_closest_marker(MARKER)
-    if mark is None:
-        case = item.stash.get(HARNESS_CASE, None)
-        if case is None:
-            return None
+    marked = marked_options(item)
+    case = item.stash.get(HARNESS_CASE, None)
+    if case is not None and case.own_spawn is not None:
+        return None  # it checks how its processes end: the harness spawns it, as without cpci
+    if not marked.marked and case is None:
+        return None
+    options, sources = dict(marked.values), dict(marked.sources)
+    if case is not None and "world_size" not in options:
         if case.error is not None:
             raise PlanningError(case.error)
-        timeout = {} if case.timeout is None else {"timeout": case.timeout}
-        mark = pytest.mark.cpci(world_size=case.world_size, **timeout).mark
-    kwargs: dict[str, Any] = dict(mark.kwargs)
-    if mark.args:
-        if len(mark.args) > 1 or "world_size" in kwargs:
-            raise PlanningError(f"cpci marker takes world_size once, got args {mark.args!r}")
-        kwargs["world_size"] = mark.args[0]
-    unknown = set(kwargs) - _MARKER_KEYS
-    if unknown:
+        options["world_size"] = case.world_size
+    if case is not None and case.timeout is not None and "timeout" not in options:
+        options["timeout"] = case.timeout
+        sources["timeout"] = f"the harness's TIMEOUT_OVERRIDE for {item.name}"
+    world_size = options.get("world_size")
+    if world_size is None:
         raise PlanningError(
-            f"cpci marker got unknown argument(s) {sorted(unknown)}; "
-            f"it takes {sorted(_MARKER_KEYS)}"
+            f"no cpci marker of {item.name} sets world_size (a module's or class's marker "
+            "applies to each of its tests): write @pytest.mark.cpci(world_size=2), or "
+            'world_size="num_gpus" to take it from the test\'s parameter num_gpus'
         )
-    world_size = kwargs.get("world_size")
     if isinstance(world_size, str):
         world_size = _world_size_parameter(item, world_size)
     if not isinstance(world_size, int) or isinstance(world_size, bool) or world_size < 1:
@@ -88,10 +86,10 @@ def spec_for(item: pytest.Item, *, default_timeout: float, backend: Backend) -> 
             'write @pytest.mark.cpci(world_size=2), or world_size="num_gpus" to take it from '
             "the test's parameter num_gpus"
         )
-    timeout = kwargs.get("timeout", default_timeout)
+    timeout = options.get("timeout", default_timeout)
     if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0:
         raise PlanningError(f"cpci marker timeout must be seconds > 0, got {timeout!r}")
-    chosen_backend = kwargs.get("backend", backend)  # the session's backend is already resolved
+    chosen_backend = options.get("backend", backend)  # the session's backend is already resolved
     if chosen_backend not in BACKENDS:
         raise PlanningError(
             f"cpci marker backend must be one of {', '.join(BACKENDS)}, got {chosen_backend!r}"
@@ -104,6 +102,7 @@ def spec_for(item: pytest.Item, *, default_timeout: float, backend: Backend) -> 
         backend=chosen_backend,
         timeout=float(timeout),
         params=_params(item),
+        timeout_from=sources.get("timeout", timeout_from),
     )
 
 

@@ -13,7 +13,7 @@ import pytest
 from cpci.runner import hookspecs
 from cpci.runner.dist import DistContext
 from cpci.runner.fork_rank import fit_for_forks
-from cpci.runner.planning import MARKER_HELP
+from cpci.runner.markers import MARKER_HELP
 from cpci.runner.pytest_reports import FLAKY_ATTR
 from cpci.runner.rank_plugin import DIST_CONTEXT, RankPlugin
 from cpci.runner.session import BatchedSession

@@ -4,7 +4,18 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
+
+
+class InFlight(NamedTuple):
+    """The config a world is running now: the progress line names it once it stalls."""
+
+    nodeid: str
+    began: float  # wall-clock time its first rank began it
+    timeout: float
+    timeout_from: str
 
 
 @dataclass
@@ -19,7 +30,9 @@ class RunStats:
     running: int = 0  # worlds running now
     respawns: int = 0  # fresh worlds that took the rest of a dead world's queue
     init_s: float = 0.0
-    test_s: float = 0.0
+    test_s: float = 0.0  # every attempt's time, those that crashed or timed out included
+    timeouts: int = 0  # attempts that timed out (reruns included)
+    timeout_s: float = 0.0  # the part of test_s those attempts ran until their timeout
     crashed: list[str] = field(default_factory=list)
     timed_out: list[str] = field(default_factory=list)
     flaky: list[str] = field(default_factory=list)
@@ -27,23 +40,42 @@ class RunStats:
     order_dependent: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def progress_line(self) -> str:
+    def progress_line(self, in_flight: Sequence[InFlight] = (), stalled_s: float = 0.0) -> str:
+        """The live line; each config of `in_flight` that has run `stalled_s` or longer is named,
+        with when its timeout ends it (on the line's own elapsed clock), so a line that stays at
+        8/15 says what it waits for."""
         with self.lock:
             elapsed = time.monotonic() - self.started_at
             left = self.total - self.done
             eta = "?" if self.done == 0 else _clock(elapsed / self.done * left)
-            return (
+            line = (
                 f"cpci: {self.done}/{self.total} configs done, {self.failed} failed, "
                 f"{len(self.not_run)} not run, {left} left, "
                 f"elapsed {_clock(elapsed)}, ETA {eta}, {self.running} world(s) running"
             )
+        now = time.time()
+        for flight in sorted(in_flight, key=lambda f: f.began):
+            running = now - flight.began
+            if running >= stalled_s:
+                ends_at = elapsed + flight.began + flight.timeout - now
+                line += (
+                    f"; waiting on {flight.nodeid} for {_clock(running)}, its timeout "
+                    f"({flight.timeout:g} s, from {flight.timeout_from}) ends it at "
+                    f"{_clock(ends_at)}"
+                )
+        return line
 
     def summary_lines(self) -> list[str]:
         with self.lock:
+            timeouts = (
+                f"; {self.timeout_s:.1f} s of it until {self.timeouts} timeout(s)"
+                if self.timeouts
+                else ""
+            )
             lines = [
                 f"{self.worlds} world(s) started ({self.respawns} respawn(s)), "
                 f"world start-up {self.init_s:.1f} s, configs {self.test_s:.1f} s "
-                f"({self.done} config(s))"
+                f"({self.done} config(s){timeouts})"
             ]
             for label, nodeids in (
                 ("crashed", self.crashed),
@@ -62,5 +94,5 @@ class RunStats:
 
 
 def _clock(seconds: float) -> str:
-    minutes, secs = divmod(int(seconds), 60)
+    minutes, secs = divmod(round(max(0.0, seconds)), 60)
     return f"{minutes}:{secs:02d}"

@@ -106,7 +106,9 @@ class End(_Message):
     """The rank finished a config itself, before agreeing on it with the others.
 
     Its errors ride along so the parent can still say why this rank failed if another one then
-    hangs; `failed_t` (when its first failing phase ended) lets the rank that failed first lead.
+    hangs; `failed_t` (when its first failing phase ended) lets the rank that failed first lead;
+    `collective` (the torch.distributed call its first failure was raised in, e.g.
+    `barrier(group=[0, 1])`) says which wait went unanswered when its peers had left.
     """
 
     ev: Literal["end"] = "end"
@@ -115,6 +117,7 @@ class End(_Message):
     outcome: LocalOutcome
     errors: list[RankError]
     failed_t: float | None = None
+    collective: str | None = None
 
 
 class Left(_Message):
@@ -173,6 +176,10 @@ class AgreedRecord(_Message):
     reports: list[SerializedReport] = Field(description="the reports of the rank shown to users")
     report_rank: int
     metrics: dict[MetricName, Finite] = Field(description="each metric's max over the ranks")
+    metrics_partial: list[int] = Field(
+        default_factory=list,
+        description="failing ranks that recorded none of some metric the others recorded",
+    )
 
 
 def parse_agreed_record(line: bytes) -> AgreedRecord:

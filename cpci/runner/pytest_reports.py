@@ -13,6 +13,7 @@ from typing import Literal
 import pytest
 
 from cpci.runner.delivery import Delivery
+from cpci.runner.rank_errors import error_line, ranks_text
 from cpci.schema import FAILING_OUTCOMES, Outcome, ResultRecord
 
 FLAKY_ATTR = "cpci_flaky"
@@ -31,7 +32,7 @@ def item_reports(item: pytest.Item, delivery: Delivery) -> list[pytest.TestRepor
             if isinstance(report.longrepr, list):  # a skip's (path, line, reason), via JSON
                 report.longrepr = tuple(report.longrepr)
         failing = [r for r in reports if r.failed]
-        if failing and len({e.rank for e in record.rank_errors}) > 1:
+        if failing and _told_by_cpci(record, failing[0]):
             failing[0].longrepr = _rank_text(record)
     else:
         reports = synthesized(item, record.outcome, _rank_text(record), record.duration_s)
@@ -43,12 +44,17 @@ def item_reports(item: pytest.Item, delivery: Delivery) -> list[pytest.TestRepor
             if record.batch
             else "no world"
         )
+        on = f" on {ranks_text(ranks)}" if ranks else ""
         info = (
-            f"outcome {record.outcome} on {record.world_size} ranks, {where}, "
+            f"outcome {record.outcome}{on} (world size {record.world_size}), {where}, "
             f"attempt {record.attempt}"
         )
-        if ranks:
-            info += f"; failing ranks: {', '.join(map(str, ranks))}"
+        if record.metrics_partial:
+            info += (
+                f"\nmetrics partial: {ranks_text(record.metrics_partial)} failed before recording "
+                f"them; {', '.join(f'{n}={v:g}' for n, v in record.metrics.items())} is the max "
+                "over the other ranks only"
+            )
         if delivery.note:
             info += f"\n{delivery.note}"
         target = failing[0] if failing else reports[-1]
@@ -113,6 +119,17 @@ def _phase_report(
         start=now - seconds,
         stop=now,
     )
+
+
+def _told_by_cpci(record: ResultRecord, shown: pytest.TestReport) -> bool:
+    """Whether cpci's account of a failure says more than the shown rank's own report: several
+    ranks failed, or the rank leading `rank_errors` is not the one shown, or cpci told its error
+    in other words (a peer's leaving explained)."""
+    if not record.rank_errors:
+        return False
+    lead = record.rank_errors[0]
+    ranks = {e.rank for e in record.rank_errors}
+    return len(ranks) > 1 or lead.message != error_line(shown.longreprtext)
 
 
 def _rank_text(record: ResultRecord) -> str:

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 
 import pytest
 
+from cpci.runner import collectives
 from cpci.runner.agreement import local_outcome
 from cpci.runner.config_state import ConfigState
 from cpci.runner.control_plane import ControlPlane
@@ -61,6 +62,7 @@ class RankPlugin:
         self._collect_errors: list[str] = []
         self._config: pytest.Config | None = None
         self._index: int | None = None  # plan index of the config running
+        self._collective: str | None = None  # where the config's first failure was raised
 
     @pytest.hookimpl(trylast=True)
     def pytest_configure(self, config: pytest.Config) -> None:
@@ -86,6 +88,15 @@ class RankPlugin:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self._reports.append(report)
 
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        report = yield
+        if report.failed and call.excinfo is not None and self._collective is None:
+            self._collective = collectives.raised_in(call.excinfo.tb)
+        return report
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> bool:
         # The feed gives each entry with the one after it, so fixture teardown between configs
@@ -104,6 +115,7 @@ class RankPlugin:
         self._index = entry.index
         self._journal.write(Begin(index=entry.index, t=started))
         self._reports = []
+        self._collective = None
         self._context.metrics = {}
         if item is None:
             payload = self._not_collected(entry.nodeid)
@@ -121,6 +133,7 @@ class RankPlugin:
             outcome=payload.outcome,
             errors=payload.errors,
             failed_t=failed_t,
+            collective=self._collective,
         )
         self._journal.write(end)
         self._agree(entry.index, payload, started)

@@ -18,12 +18,18 @@ back to the queue (or is `not_run`, once the group gives up).
 
 A config that failed is then rerun or isolated as `cpci.runner.attempts` says, each attempt in a
 fresh world of its own with a fixed list of configs; reruns are taken once no queue has configs.
+
+A worker thread that cannot even settle a config (its `not_run` record fails to be delivered)
+ends, keeping the traceback in `error`; once every thread has ended (`finished`), the session
+reports each config it never got as `not_run`, so pytest never waits for a record that cannot
+come.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+import traceback
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
@@ -32,7 +38,7 @@ from cpci.runner.attempts import Attempt, settle
 from cpci.runner.delivery import Delivery, Where, of_agreed, of_ended_world, of_not_run
 from cpci.runner.group_queue import GroupQueue
 from cpci.runner.planning import ConfigSpec, Group
-from cpci.runner.progress import RunStats
+from cpci.runner.progress import InFlight, RunStats
 from cpci.runner.protocol import AgreedRecord
 from cpci.runner.rerun_policy import RerunPolicy
 from cpci.runner.slots import Slots
@@ -74,6 +80,7 @@ class Scheduler:
         policy: RerunPolicy,
         deliver: Deliver,
         stats: RunStats,
+        ended: Callable[[], None] = lambda: None,
     ) -> None:
         self._queues = [GroupQueue.of(g) for g in groups if g.configs]
         self._index = {c.nodeid: i for g in groups for i, c in enumerate(g.configs)}  # plan index
@@ -85,7 +92,11 @@ class Scheduler:
         self._max_respawns = max_respawns
         self._policy = policy
         self._deliver = deliver
+        self._ended = ended  # called as each worker thread ends
         self.stats = stats
+        #: What ended a worker thread, when settling a config failed: its traceback.
+        self.error: str | None = None
+        self._working = 0  # worker threads not yet ended
         self._threads: list[threading.Thread] = []
         self._live: set[World] = set()
         self._busy = 0  # jobs running: their worlds may yet give back configs or ask for reruns
@@ -95,7 +106,14 @@ class Scheduler:
         self._last: dict[str, Delivery] = {}  # node id -> its latest record sent
         self._names = 0
 
+    def in_flight(self) -> list[InFlight]:
+        """The config each running world is running now."""
+        with self._lock:
+            worlds = list(self._live)
+        return [flight for world in worlds if (flight := world.in_flight) is not None]
+
     def start(self) -> None:
+        self._working = self._workers
         for n in range(self._workers):
             thread = threading.Thread(target=self._work, name=f"cpci-scheduler-{n}", daemon=True)
             thread.start()
@@ -120,16 +138,29 @@ class Scheduler:
 
     # -- the workers' loop ---------------------------------------------------------------------
     def _work(self) -> None:
-        while (job := self._next_job()) is not None:
-            try:
-                if isinstance(job, GroupQueue):
-                    self._run_pool_world(job)
-                else:
-                    self._rerun(job.group, job.first)
-            finally:
-                with self._lock:
-                    self._busy -= 1
-                    self._lock.notify_all()
+        try:
+            while (job := self._next_job()) is not None:
+                try:
+                    if isinstance(job, GroupQueue):
+                        self._run_pool_world(job)
+                    else:
+                        self._rerun(job.group, job.first)
+                finally:
+                    with self._lock:
+                        self._busy -= 1
+                        self._lock.notify_all()
+        except Exception:  # even settling a config failed (its record could not be delivered)
+            with self._lock:
+                self.error = self.error or traceback.format_exc()
+        finally:
+            with self._lock:
+                self._working -= 1
+            self._ended()
+
+    def finished(self) -> bool:
+        """Whether every worker thread has ended: no record comes after this."""
+        with self._lock:
+            return self._working == 0
 
     def _next_job(self) -> GroupQueue | _Rerun | None:
         """A queue to start a world for (the one with fewest live worlds first), else a rerun;
@@ -310,12 +341,15 @@ class Scheduler:
         """The config in flight when its world crashed, hung, or was ended after one rank failed a
         torch harness test: it ran, and it is to blame."""
         spec = group.configs[culprit]
-        if log:
-            with self.stats.lock:
-                if failure.kind == "crashed":
-                    self.stats.crashed.append(spec.nodeid)
-                elif failure.kind == "timeout":
-                    self.stats.timed_out.append(spec.nodeid)
+        with self.stats.lock:
+            self.stats.test_s += failure.culprit_s
+            if failure.kind == "timeout":
+                self.stats.timeouts += 1
+                self.stats.timeout_s += failure.culprit_s
+            if log and failure.kind == "crashed":
+                self.stats.crashed.append(spec.nodeid)
+            elif log and failure.kind == "timeout":
+                self.stats.timed_out.append(spec.nodeid)
         where = _where(group, world_no, attempt, world.started_s)
         ended = of_ended_world(spec, failure, where)
         return self._settled(group, self._attempt(ended, world, culprit), log)

@@ -9,21 +9,16 @@ import shutil
 import sys
 import tempfile
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from cpci.runner import durations_source, launchers, sharding, zygote
 from cpci.runner.agreement import local_outcome
-from cpci.runner.delivery import Delivery, skipped_record
-from cpci.runner.planning import (
-    MARKER,
-    ConfigSpec,
-    Group,
-    PlanningError,
-    make_groups,
-    spec_for,
-)
+from cpci.runner.delivery import Delivery, Where, of_not_run, skipped_record
+from cpci.runner.markers import MARKER, PlanningError
+from cpci.runner.planning import ConfigSpec, Group, make_groups, spec_for
 from cpci.runner.preload_targets import early_targets
 from cpci.runner.progress import RunStats
 from cpci.runner.protocol import Backend
@@ -89,7 +84,12 @@ class BatchedSession:
         configs: list[pytest.Item] = []
         for item in items:
             try:
-                spec = spec_for(item, default_timeout=self.settings.timeout, backend=backend)
+                spec = spec_for(
+                    item,
+                    default_timeout=self.settings.timeout,
+                    timeout_from=self.settings.timeout_from,
+                    backend=backend,
+                )
                 skipped = None if spec is None else self._skip_reason(item, spec)
             except (PlanningError, SkipConditionError) as exc:
                 self.plan_errors[item.nodeid] = str(exc)
@@ -137,7 +137,9 @@ class BatchedSession:
                 f"  group {group.index}: world_size={group.world_size} backend={group.backend} "
                 f"configs={len(group.configs)}{worlds}"
             )
-            lines.extend(f"    {c.nodeid}" for c in group.configs)
+            lines.extend(
+                f"    {c.nodeid}  timeout {c.timeout:g} s ({c.timeout_from})" for c in group.configs
+            )
         if self.shard_plan is not None:
             lines.append(f"  {_plan_text(self.shard_plan)}")
         if self.skipped:
@@ -200,6 +202,7 @@ class BatchedSession:
             policy=RerunPolicy(reruns=self.settings.reruns, isolate=self.settings.isolate_failures),
             deliver=self._deliver,
             stats=self.stats,
+            ended=self._wake,
         )
         self._scheduler.start()
 
@@ -279,15 +282,47 @@ class BatchedSession:
             hook.pytest_runtest_logreport(report=report)
         hook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
 
+    def _wake(self) -> None:
+        with self._arrived:
+            self._arrived.notify_all()
+
     def _wait(self, nodeid: str) -> Delivery:
+        """The config's final record, once it arrives; never waits on a scheduler whose threads
+        have all ended (settling a config failed): the config is then reported `not_run`."""
+        assert self._scheduler is not None, "configs are reported after start()"
+        scheduler = self._scheduler
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         interval = self.settings.progress_interval
         with self._arrived:
             while nodeid not in self._final:
-                arrived = self._arrived.wait_for(lambda: nodeid in self._final, timeout=interval)
+                arrived = self._arrived.wait_for(
+                    lambda: nodeid in self._final or scheduler.finished(), timeout=interval
+                )
+                if nodeid not in self._final and scheduler.finished():
+                    return self._stranded(self.specs[nodeid], scheduler.error)
                 if not arrived and reporter is not None:
-                    reporter.write_line(self.stats.progress_line())
+                    flights = scheduler.in_flight()
+                    reporter.write_line(self.stats.progress_line(flights, stalled_s=interval))
             return self._final.pop(nodeid)
+
+    def _stranded(self, spec: ConfigSpec, error: str | None) -> Delivery:
+        """A config the scheduler ended without settling: `not_run`, with what ended it; its
+        record goes to the results file if the file takes it (the file may be what failed)."""
+        last = (error or "").strip().splitlines()[-1:]
+        why = "cpci's scheduler stopped before this config had a record" + "".join(
+            f" ({line})" for line in last
+        )
+        never = of_not_run(spec, why, error or "", Where(1, spec.backend, batch=None))
+        note = None
+        if self._results is not None:
+            try:
+                self._results.append(never.record)
+            except OSError as exc:
+                note = f"its record could not be written to {self._results.path} either: {exc}"
+        with self.stats.lock:
+            self.stats.done += 1
+            self.stats.not_run.append(spec.nodeid)
+        return replace(never, final=True, note=note)
 
     def record_plain(self, report: pytest.TestReport) -> None:
         """Durations and results records for unmarked tests (they run in the parent)."""

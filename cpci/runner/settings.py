@@ -249,6 +249,8 @@ class RunnerSettings:
     keep_worlds: bool = False
     testcases: TestcasesSetting = "off"
     launcher: LauncherName = "fork"
+    #: Where `timeout` came from, as a config's timeout message names it (a marker's wins).
+    timeout_from: str = "cpci's default"
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -286,8 +288,10 @@ def resolve(config: pytest.Config, environ: dict[str, str] | None = None) -> Run
     """Build the settings from CLI, environment and ini, naming the source of a bad value."""
     env = os.environ if environ is None else environ
     values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
     for option in OPTIONS:
         raw, source = _lookup(config, env, option)
+        sources[option.dest] = source
         if raw is None:
             values[option.dest] = None
             continue
@@ -299,6 +303,7 @@ def resolve(config: pytest.Config, environ: dict[str, str] | None = None) -> Run
         isolate_failures=bool(config.getoption("cpci_isolate_failures")),
         plan_only=bool(config.getoption("cpci_plan")),
         keep_worlds=env.get(KEEP_WORLDS_ENV, "") != "",
+        timeout_from="cpci's default" if sources["timeout"] == "default" else sources["timeout"],
         **values,
     )
 

@@ -44,7 +44,7 @@ from typing import Any
 
 import pytest
 
-from cpci.runner.rank_errors import rank_error
+from cpci.runner.rank_errors import exception_line, rank_error
 from cpci.runner.testcases import HARNESS_MODULE, Family, harness_family
 from cpci.schema import RankError, first_line
 
@@ -298,9 +298,10 @@ def _skip_or_fail(code: int, rank: int, messages: Sequence[object] = ()) -> None
         return
     harness = sys.modules[HARNESS_MODULE]
     if code == harness.MultiProcessTestCase.TEST_ERROR_EXIT_CODE and messages:
+        sent = "\n".join(str(m) for m in messages)
         raise HarnessExit(
-            f"rank {rank} exited with error code {code} and exception:\n"
-            + "\n".join(str(m) for m in messages)
+            f"rank {rank} exited with error code {code} and exception: "
+            f"{exception_line(sent)}\n{sent}"
         )
     for skip in harness.TEST_SKIPS.values():
         if skip.exit_code == code:

@@ -6,14 +6,16 @@ With `--cpci-testcases=shared`, the test methods of classes deriving from
 planned like `@pytest.mark.cpci(world_size=N)` tests, N taken from the class the way the harness
 takes it (`world_size` attribute or property, evaluated on an instance as the harness does; a
 `@requires_world_size(n)` method wins). The ranks then run each one as the harness's own
-subprocess would (`cpci.runner.testcase_adapter`). An explicit `cpci` mark wins over all of this.
+subprocess would (`cpci.runner.testcase_adapter`). cpci markers on a harness test merge with
+this: an option a marker sets (world size, timeout, backend) wins over the class's.
 
 Some tests must keep the harness's own spawn, because what they check is how a process ends:
 those whose class's `setUp` fills `skip_return_code_checks` or `special_return_code_checks` (the
 test methods it names there; every method of the class when it names none), and classes that
 replace the harness's spawn/join machinery or never spawn in `setUp`. They run in the parent as
-plain unittest tests, exactly as without cpci. Nothing of the test classes runs here beyond
-their constructor and `world_size`: the detection reads code, it does not call `setUp`.
+plain unittest tests, exactly as without cpci, whatever cpci markers they carry. Nothing of the
+test classes runs here beyond their constructor and `world_size`: the detection reads code, it
+does not call `setUp`.
 """
 
 from __future__ import annotations
@@ -53,9 +55,10 @@ class HarnessCase:
     world_size: int | None
     error: str | None = None
     timeout: float | None = None  # the harness's own per-test override (TIMEOUT_OVERRIDE), if any
+    own_spawn: str | None = None  # why it keeps the harness's own spawn (runs in the parent)
 
 
-#: Set on the items that become configs; `planning.spec_for` plans them like marked tests.
+#: Set on every harness item; `planning.spec_for` plans those without `own_spawn` as configs.
 HARNESS_CASE = pytest.StashKey[HarnessCase]()
 
 
@@ -75,7 +78,7 @@ def harness_family(cls: Any) -> Family | None:
 
 
 def mark_harness_items(items: list[pytest.Item]) -> list[str]:
-    """Stash a `HarnessCase` on every harness item that cpci's worlds can run.
+    """Stash a `HarnessCase` on every harness item: its world size, or why it keeps its own spawn.
 
     Returns the node ids left to the harness's own spawn, with the reason, for the plan lines.
     """
@@ -83,7 +86,7 @@ def mark_harness_items(items: list[pytest.Item]) -> list[str]:
     for item in items:
         cls: Any = getattr(item, "cls", None)
         family = harness_family(cls)
-        if family is None or item.get_closest_marker("cpci") is not None:
+        if family is None:
             continue
         skipped = _unittest_skip(cls, item.name)
         if skipped is not None:  # as pytest's own skip marks: skipped before planning
@@ -91,6 +94,7 @@ def mark_harness_items(items: list[pytest.Item]) -> list[str]:
         reason = own_spawn_reason(cls, item.name, family)
         if reason is not None:
             own_spawn.append(f"{item.nodeid}: {reason}")
+            item.stash[HARNESS_CASE] = HarnessCase(family, None, own_spawn=reason)
             continue
         try:
             case = HarnessCase(

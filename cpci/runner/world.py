@@ -22,16 +22,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from cpci.runner import nccl_diagnostics
+from cpci.runner import collectives, nccl_diagnostics
 from cpci.runner.feed import LOOKAHEAD, FeedWriter
 from cpci.runner.launchers import Launcher, Ranks
 from cpci.runner.planning import ConfigSpec, Group
-from cpci.runner.protocol import (
-    AgreedRecord,
-    PlanEntry,
-    WorldPlan,
+from cpci.runner.progress import InFlight
+from cpci.runner.protocol import AgreedRecord, PlanEntry, WorldPlan
+from cpci.runner.rank_errors import (
+    explain_lost_peers,
+    first_failing_first,
+    rank_error,
+    ranks_text,
+    world_note,
 )
-from cpci.runner.rank_errors import first_failing_first, rank_error, world_note
 from cpci.runner.rank_exit import how_it_ended
 from cpci.runner.world_dir import WorldDir
 from cpci.runner.world_watch import Refused, WorldWatch
@@ -112,6 +115,8 @@ class World:
         self.configs = dict(enumerate(group.configs))
         self.fed: list[int] = []  # plan indices, in feed order
         self.started_s: float | None = None  # launch to the first config, once known
+        #: The config running now, for the progress line (set by the thread running the world).
+        self.in_flight: InFlight | None = None
         self._take = take
         self._ranks: Ranks | None = None
 
@@ -129,6 +134,7 @@ class World:
                 # Look before draining: whatever the world wrote before it exited is then read.
                 exited = self._ranks.poll()
                 self._drain(watch, launched, on_outcome)
+                self._note_in_flight(watch)
                 if exited:
                     break
                 self._feed(feed, watch)
@@ -139,6 +145,7 @@ class World:
             if failure is None and not (feed.closed and watch.finished.issuperset(self.fed)):
                 failure = self._crash(watch)
         finally:
+            self.in_flight = None
             self.kill()
             feed.close()
         return WorldResult(
@@ -159,6 +166,14 @@ class World:
             self.fed.append(index)
             feed.add(PlanEntry(index=index, nodeid=self.configs[index].nodeid))
 
+    def _note_in_flight(self, watch: WorldWatch) -> None:
+        current = watch.in_flight()
+        if current is None:
+            self.in_flight = None
+        elif self.in_flight is None or self.in_flight.began != current[1]:
+            spec = self.configs[current[0]]
+            self.in_flight = InFlight(spec.nodeid, current[1], spec.timeout, spec.timeout_from)
+
     def _drain(self, watch: WorldWatch, launched: float, on_outcome: OutcomeSink) -> None:
         watch.update()  # journals first: a config's begin precedes its outcome
         if self.started_s is None and watch.first_begin is not None:
@@ -169,6 +184,12 @@ class World:
                 continue
             watch.finished.add(agreed.index)
             ordered = first_failing_first(agreed.rank_errors, watch.failed_at(agreed.index))
+            ends = watch.ends(agreed.index)
+            ordered = explain_lost_peers(
+                ordered,
+                {rank: end.outcome for rank, end in ends.items()},
+                {rank: end.collective for rank, end in ends.items()},
+            )
             on_outcome(
                 self.configs[agreed.index], agreed.model_copy(update={"rank_errors": ordered})
             )
@@ -231,9 +252,10 @@ class World:
                 )
             return None
         index, began = current
-        limit = self.configs[index].timeout
-        if now - began > limit:
-            return self._timeout(watch, index, f"config did not finish within {limit:g} s")
+        spec = self.configs[index]
+        if now - began > spec.timeout:
+            limit = f"{spec.timeout:g} s (timeout from {spec.timeout_from})"
+            return self._timeout(watch, index, f"config did not finish within {limit}")
         failed = watch.failed_part(index)
         if failed is not None and now - failed > HARNESS_GRACE_S:
             inside = [r for r in range(self.world_size) if (r, index) not in watch.left]
@@ -277,24 +299,41 @@ class World:
         return texts
 
     def _timeout(self, watch: WorldWatch, culprit: int | None, why: str) -> WorldFailure:
+        """The config in flight (the world's start-up, when `culprit` is None) outlasted its time.
+
+        One headline names the ranks that did not finish it; each of them gets an entry with its
+        stacks. A rank that finished the config failing keeps its own errors (it is a failing
+        rank, and may be the cause); one that finished it without failing is no failing rank:
+        the detail says so, with its stacks.
+        """
         diagnostics = self._diagnostics(watch)
+        ends = watch.ends(culprit) if culprit is not None else {}
+        stuck = [r for r in range(self.world_size) if r not in ends]
+        if culprit is None:
+            headline = f"{why}: {ranks_text(stuck)} had not started running configs"
+        elif stuck:
+            headline = (
+                f"{why}: {ranks_text(stuck)} did not finish it{_in_collectives(stuck, diagnostics)}"
+            )
+        else:
+            headline = f"{why}: every rank finished it, but they did not agree on its outcome"
+        finished = "".join(
+            f"rank {rank} finished the config itself ({end.outcome}).\n{diagnostics[rank]}"
+            for rank, end in sorted(ends.items())
+            if not end.errors
+        )
         errors = []
-        for rank in range(self.world_size):
-            local = watch.local_end.get((rank, culprit)) if culprit is not None else None
-            if local is not None:
-                state = f"rank {rank} finished the config itself ({local.outcome})"
-                detail = "".join(e.detail for e in local.errors)
-            else:
-                state = (
-                    f"rank {rank} was still inside the config"
-                    if culprit is not None
-                    else (f"rank {rank} had not started running configs")
-                )
-                detail = ""
-            text = f"{why}; {state}.\n{detail}\n{diagnostics[rank]}"
-            errors.append(rank_error(rank, "world", text, f"{why}; {state}"))
+        for rank in stuck:
+            text = f"{headline}.\n{diagnostics[rank]}" + (finished if rank == stuck[0] else "")
+            errors.append(rank_error(rank, "world", text, headline))
+        for rank, end in sorted(ends.items()):
+            for n, error in enumerate(end.errors, start=1):
+                more = f"\n{diagnostics[rank]}" if n == len(end.errors) else ""
+                errors.append(rank_error(rank, error.phase, error.detail + more, error.message))
+        if not stuck:
+            errors.append(world_note("world", headline, finished))
         errors = first_failing_first(errors, watch.failed_at(culprit))
-        return WorldFailure("timeout", culprit, self._elapsed(watch, culprit), errors, why)
+        return WorldFailure("timeout", culprit, self._elapsed(watch, culprit), errors, headline)
 
     def _dump_stacks(self, watch: WorldWatch) -> dict[int, str]:
         for pid in watch.pids.values():
@@ -346,6 +385,17 @@ class World:
     @staticmethod
     def _elapsed(watch: WorldWatch, culprit: int | None) -> float:
         return 0.0 if culprit is None else max(0.0, time.time() - watch.begun[culprit])
+
+
+def _in_collectives(ranks: list[int], diagnostics: dict[int, str]) -> str:
+    """` (in barrier)`, ` (rank 0 in barrier, rank 2 in all_reduce)`: the collectives the ranks'
+    stacks show them in, where they show one."""
+    places = {r: place for r in ranks if (place := collectives.waiting_in(diagnostics[r]))}
+    if not places:
+        return ""
+    if len(ranks) == 1:
+        return f" (in {places[ranks[0]]})"
+    return " (" + ", ".join(f"rank {r} in {place}" for r, place in places.items()) + ")"
 
 
 def _size(path: Path) -> int:

@@ -92,6 +92,10 @@ class WorldWatch:
                 out[rank] = min(left.t, out.get(rank, left.t))
         return out
 
+    def ends(self, index: int | None) -> dict[int, End]:
+        """Rank -> its end of config `index`, for the ranks that finished it themselves."""
+        return {rank: end for (rank, ended), end in self.local_end.items() if ended == index}
+
     def failed_part(self, index: int) -> float | None:
         """When the first rank's part of harness test `index` failed, while another rank's part
         has not ended; None otherwise."""

@@ -8,11 +8,13 @@ never drift apart. Bump the version suffix on any incompatible change and keep r
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+import math
+import re
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import BeforeValidator, Field
 
-from cpci.schema.fields import INT32_MAX, Finite, Identity, JSONScalar, MetricName, WireModel
+from cpci.schema.fields import INT32_MAX, Finite, Identity, MetricName, WireModel
 
 RESULT_SCHEMA = "cpci.result/1"
 
@@ -46,6 +48,33 @@ NOT_RUN_OUTCOMES: frozenset[str] = frozenset({"not_run"})
 
 #: What isolating a failure in a fresh world found (`--cpci-isolate-failures`).
 Isolation = Literal["fails-alone", "order-dependent", "flaky"]
+
+#: What a rank reports when a *peer* left: NCCL's "remote process exited", gloo's "connection
+#: closed/reset by peer". The consequence of another rank's failure or exit, never the cause,
+#: whatever order the ranks' errors arrive in: the runner puts the other ranks first and says
+#: what the peer did instead, where it knows.
+PEER_LOST = re.compile(
+    r"remote process exited|connection (reset|closed) by peer|peer (closed|disconnected)", re.I
+)
+
+
+def is_peer_lost(message: str) -> bool:
+    """Whether `message` only echoes a peer's leaving (`PEER_LOST`)."""
+    return PEER_LOST.search(message) is not None
+
+
+def _param_text(value: Any) -> Any:
+    """A parameter that is a NaN or infinite float is kept as its text (`nan`, `inf`), as the
+    runner keeps any other value JSON cannot hold as its repr: a parameter names a config, it is
+    never compared as a number, and a results line must stay strict JSON (metrics, which are
+    compared, refuse such values instead: `Finite`)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    return value
+
+
+#: A config's parameter value in a results line.
+ParamValue = Annotated[str | int | float | bool | None, BeforeValidator(_param_text)]
 
 
 class RankError(WireModel):
@@ -81,7 +110,7 @@ class ResultRecord(WireModel):
     nodeid: Identity = Field(min_length=1, max_length=MAX_NODEID_LENGTH)
     world_size: int = Field(le=INT32_MAX, ge=1)
     backend: str | None = None
-    params: dict[str, JSONScalar] = Field(default_factory=dict)
+    params: dict[str, ParamValue] = Field(default_factory=dict)
     outcome: Outcome
     duration_s: Finite = Field(ge=0)
     rank_errors: list[RankError] = Field(default_factory=list)
@@ -91,6 +120,14 @@ class ResultRecord(WireModel):
     isolation: Isolation | None = None
     flaky: bool = False
     metrics: dict[MetricName, Finite] = Field(default_factory=dict)
+    metrics_partial: list[Annotated[int, Field(ge=0, le=INT32_MAX)]] | None = Field(
+        default=None,
+        exclude_if=lambda ranks: ranks is None,
+        description="the failing ranks that recorded none of some metric in `metrics` (they "
+        "failed before recording it): each metric is then the max over the other ranks only. "
+        "Absent when every failing rank recorded every metric, so readers of older lines and "
+        "older readers of these lines are unaffected",
+    )
     batch: BatchInfo | None = None
 
     @property
@@ -104,7 +141,8 @@ class ResultRecord(WireModel):
         return self.config_key
 
     def to_json_line(self) -> str:
-        return json.dumps(self.model_dump(mode="json", by_alias=True), sort_keys=True) + "\n"
+        data = self.model_dump(mode="json", by_alias=True)
+        return json.dumps(data, sort_keys=True, allow_nan=False) + "\n"
 
 
 def config_key(nodeid: str, world_size: int) -> str:

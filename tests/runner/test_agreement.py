@@ -9,6 +9,7 @@ import pytest
 from cpci.runner.agreement import agreed_record, local_outcome, merge
 from cpci.runner.protocol import LocalOutcome, RankPayload
 from cpci.runner.rank_errors import rank_error
+from tests.runner.helpers import results
 
 
 @dataclass
@@ -90,6 +91,37 @@ def test_the_agreed_record_shows_the_first_rank_with_the_agreed_outcome() -> Non
     assert (record.report_rank, record.reports) == (1, [{"rank": 1}])
     assert [(e.rank, e.message) for e in record.rank_errors] == [(1, "boom on 1"), (2, "boom on 2")]
     assert record.metrics == {"err": 3.0}  # the max over the ranks that reported it
+    assert record.metrics_partial == [2]  # rank 2 failed without recording it
+
+
+def test_metrics_are_whole_when_every_failing_rank_recorded_them() -> None:
+    ranks = [_payload(0, "failed", err=1.0), _payload(1, "passed")]  # rank 1 records nothing
+    assert agreed_record(0, ranks, duration_s=0).metrics_partial == []
+
+
+PARTIAL = """
+import pytest
+
+@pytest.mark.cpci(world_size=2)
+def test_rank_1_fails_before_recording(cpci_dist):
+    assert cpci_dist.rank == 0, "rank 1 diverged"
+    cpci_dist.record_metric("max_abs_err", 0.0)
+"""
+
+
+def test_a_metric_rank_1_never_recorded_is_marked_partial(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_partial=PARTIAL)
+    result = pytester.runpytest_subprocess("--cpci-results=r.jsonl")
+    result.assert_outcomes(failed=1)
+    (record,) = results(pytester.path / "r.jsonl")
+    assert (record["metrics"], record["metrics_partial"]) == ({"max_abs_err": 0.0}, [1])
+    result.stdout.fnmatch_lines(
+        [
+            "outcome failed on rank 1 (world size 2), *",
+            "metrics partial: rank 1 failed before recording them; max_abs_err=0 is the max over "
+            "the other ranks only",
+        ]
+    )
 
 
 def test_rank_zero_is_shown_when_it_has_the_agreed_outcome() -> None:

@@ -149,7 +149,10 @@ def test_a_failure_on_rank_one_only_is_reported_with_its_traceback(
     assert [e["rank"] for e in failed["rank_errors"]] == [1]
     assert "rank 1 disagrees" in failed["rank_errors"][0]["message"]
     result.stdout.fnmatch_lines(
-        ["*failing ranks: 1*", "FAILED test_suite.py::test_rank1_only_fails*"]
+        [
+            "outcome failed on rank 1 (world size 2), group 0 (world 0, 10 configs), attempt 1",
+            "FAILED test_suite.py::test_rank1_only_fails*",
+        ]
     )
     error = records["test_suite.py::test_fixture_error"]
     assert error["rank_errors"][0]["phase"] == "setup"

@@ -222,7 +222,7 @@ def test_the_plan_shows_each_group_as_one_queue_with_no_cap(pytester: pytest.Pyt
             "cpci plan: 41 config(s) in 2 group(s) by world size and backend (a queue each), "
             "up to 3 world(s) at once, no cap on configs per world",
             "  group 0: world_size=2 backend=gloo configs=40",
-            "*test_two[[]0[]]",
+            "*test_two[[]0[]]  timeout 300 s (cpci's default)",
             "*",
             "  group 1: world_size=1 backend=gloo configs=1",
         ]

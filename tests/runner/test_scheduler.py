@@ -42,7 +42,7 @@ def test_a_config_that_cannot_be_planned_fails_alone(pytester: pytest.Pytester) 
         [
             "*cpci_dist needs @pytest.mark.cpci(world_size=N) on the test*",
             "*cpci marker needs world_size=<int >= 1>, got 0*",
-            "*cpci marker got unknown argument(s) [[]'colour'[]]*",
+            "*cpci marker of test_bad_argument got unknown argument(s) [[]'colour'[]]*",
         ]
     )
 
@@ -99,7 +99,8 @@ def test_a_config_gets_one_final_record_even_when_it_is_settled_twice(tmp_path: 
 
 
 #: A parent-side conftest: delivering the records of `test_c` (those that ran) fails, as a
-#: scheduler error would, `FAILS` times (every time when "always").
+#: scheduler error would, `FAILS` times (every time when "always"; its `not_run` records too,
+#: when "everything").
 FAILING_DELIVERY = """
 import os
 
@@ -111,8 +112,8 @@ failures = []
 
 
 def failing_deliver(self, sent):
-    ran = sent.record.outcome != "not_run"
-    if sent.spec.nodeid.endswith("test_c") and ran and (FAILS == "always" or not failures):
+    ran = sent.record.outcome != "not_run" or FAILS == "everything"
+    if sent.spec.nodeid.endswith("test_c") and ran and (FAILS != "once" or not failures):
         failures.append(sent)
         raise OSError("the results file could not be written")
     deliver(self, sent)
@@ -186,4 +187,32 @@ def test_only_what_cannot_be_requeued_is_not_run(
     assert message.endswith(
         "(2 worlds in a row ended without running a config; --cpci-max-respawns 1: the group "
         "gave up)"
+    )
+
+
+def test_pytest_never_waits_for_a_record_that_cannot_be_delivered(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Even the `not_run` record of `test_c` cannot be delivered: the thread settling it ends,
+    and pytest reports what it did not get instead of waiting for ever."""
+    pytester.makeconftest(FAILING_DELIVERY)
+    pytester.makepyfile(test_error=ERROR_SUITE)
+    monkeypatch.setenv("FAILS", "everything")
+    result = pytester.runpytest_subprocess(
+        "--cpci-results=r.jsonl", "--cpci-max-respawns=0", timeout=300
+    )
+    result.assert_outcomes(passed=1, failed=1, errors=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*_ ERROR at setup of test_c _*",
+            "not run: cpci's scheduler stopped before this config had a record (OSError: the "
+            "results file could not be written)",
+            "*_ ERROR at setup of test_d _*",
+            "not run: cpci's scheduler stopped before this config had a record*",
+        ]
+    )
+    records = by_nodeid(results(pytester.path / "r.jsonl"))
+    assert [records[f"test_error.py::test_{n}"]["outcome"] for n in "cd"] == ["not_run"] * 2
+    assert (
+        "OSError: the results file" in records["test_error.py::test_c"]["rank_errors"][0]["detail"]
     )

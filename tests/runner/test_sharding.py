@@ -71,8 +71,8 @@ def test_plan_prints_shards_and_batches_and_runs_nothing(pytester: pytest.Pytest
             "cpci plan: 8 config(s) in 2 group(s) by world size and backend (a queue each), "
             "up to 1 world(s) at once, at most 2 per world",
             "  group 0: world_size=2 backend=gloo configs=5 (at least 3 worlds)",
-            "*test_two[[]0[]]",
-            "*test_two[[]1[]]",
+            "*test_two[[]0[]]  timeout 300 s (cpci's default)",
+            "*test_two[[]1[]]  timeout 300 s (cpci's default)",
             "*",
             "  group 1: world_size=4 backend=gloo configs=3 (at least 2 worlds)",
         ]
