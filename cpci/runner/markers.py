@@ -5,10 +5,10 @@ A suite marks tests at several levels at once: TransformerEngine's shape is a fu
 timeout=10))` on the config that may hang. Reading only the closest marker would drop one of
 them (the hanging config would run for the default timeout), so each option is taken from the
 nearest marker that sets it: the parameter's marks, then the function's (bottom decorator
-first, the order pytest stores them in), then the class's, the module's (`pytestmark`) and the
-packages'. That is pytest's own `iter_markers` order, except that pytest files a parameter's
-marks on the function, after the function's own; here they come first, since they are the
-more specific. Two markers at the same level giving one option different values cannot be
+first, the order pytest stores them in), then the class's, the module's (`pytestmark`), then any
+a plugin put on a directory. That is pytest's own `iter_markers` order, except that pytest files
+a parameter's marks on the function, after the function's own; here they come first, since they
+are the more specific. Two markers at the same level giving one option different values cannot be
 merged: that is a `PlanningError` naming the test, rather than one of them silently winning.
 """
 
@@ -86,7 +86,7 @@ def _describe(node: Node, item: pytest.Item) -> str:
         return f"class {node.name}"
     if isinstance(node, pytest.Module):
         return f"module {node.name}"
-    return f"directory {node.name}"
+    return f"{type(node).__name__.lower()} {node.name}"  # a marker a plugin put on a directory
 
 
 def _options(mark: pytest.Mark, item: pytest.Item) -> dict[str, Any]:
