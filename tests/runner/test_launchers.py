@@ -219,3 +219,40 @@ def test_no_fork_server_is_started_before_collection_unless_it_is_needed(
     seen = tmp_path / "seen.json"
     run_pytest(tmp_path, *args, env={"MARKS": str(tmp_path), "SEEN": str(seen)})
     assert json.loads(seen.read_text()) == {"server": None}
+
+
+#: A worker module beside its test, imported the two ways pytest's default import mode allows.
+WORKER = """
+import torch.distributed as dist
+
+def rank_and_size():
+    return dist.get_rank(), dist.get_world_size()
+"""
+SIBLING_TEST = """
+import pytest
+
+from {module} import rank_and_size
+
+@pytest.mark.cpci(world_size=2)
+def test_uses_its_sibling(cpci_dist):
+    assert rank_and_size() == (cpci_dist.rank, 2)
+"""
+
+
+@pytest.mark.parametrize("launcher", ["fork", "torchrun"])
+@pytest.mark.parametrize(
+    ("package", "module"), [(False, "worker"), (True, "tests.worker")], ids=["flat", "package"]
+)
+def test_a_test_imports_its_sibling_worker_module_in_the_ranks(
+    tmp_path: Path, launcher: str, package: bool, module: str
+) -> None:
+    """As docs/porting.md says: `tests/` beside its worker, the worker by its bare name; `tests/`
+    a package, by the package's name (pytest puts the package's parent on sys.path)."""
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    if package:
+        (tests / "__init__.py").write_text("")
+    (tests / "worker.py").write_text(WORKER)
+    (tests / "test_sibling.py").write_text(SIBLING_TEST.format(module=module))
+    result = run_pytest(tmp_path, "tests", f"--cpci-launcher={launcher}")
+    result.assert_outcomes(passed=1)
