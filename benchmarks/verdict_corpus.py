@@ -1,6 +1,6 @@
 """Verdict corpus at full size: seeded CI histories with known truth (200 configs, 40 main runs,
 40 PRs by default) uploaded over real HTTP to a real `cpci serve`, each figure printed with its
-goal (never enforced: this measures, tests/server/test_verdict_corpus.py asserts).
+goal (never enforced: this measures, tests/server/analysis/test_verdict_corpus.py asserts).
 
     .venv/bin/python benchmarks/verdict_corpus.py [--seed 1] [--no-reruns] [--postgres] [--json]
 """

@@ -9,24 +9,22 @@ import httpx
 import pytest
 
 from cpci import urls
-from cpci.schema import RunEnvelope
 from cpci.upload.service_client import ServiceClient
-from tests.upload.support import REPO, LiveService, record, service
+from tests.builders import config, envelope
+from tests.upload.support import REPO, LiveService, service
 
 __all__ = ["service"]  # the live service fixture, shared with the upload tests
 
 #: A run id with a space and query characters: each must stay inside its segment. (The service
 #: routes a decoded path, so a run id holding `/` is uploaded but its pages are not found.)
 RUN_ID = "run 1?x#y"
-CONFIG = "t.py::test@2"
+CONFIG = config("p2p")
 
 
 @pytest.fixture(scope="module")
 def uploaded(service: LiveService) -> LiveService:
     """One PR shard of run RUN_ID, so every page and resource of the map has something to show."""
-    body = RunEnvelope(
-        repository=REPO, commit="c" * 40, ci_run_id=RUN_ID, pull_request=7, results=[record()]
-    )
+    body = envelope(commit="c" * 40, ci_run_id=RUN_ID, pull_request=7, branch=None)
     receipt = ServiceClient(service.url, service.token).upload(body)
     assert receipt.run_url == urls.run(REPO, RUN_ID)  # the receipt links with the same map
     return service

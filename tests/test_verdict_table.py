@@ -11,7 +11,7 @@ import pytest
 from cpci.github.gate import failing_configs, gate
 from cpci.schema import PullRequestReport
 from cpci.schema.verdicts import ATTENTION, BY_NAME, FAILING, VERDICTS, count_text, info
-from tests.github.pull_reports import report, verdict
+from tests.builders import report, verdict
 
 
 def test_the_table_imports_nothing_of_cpci() -> None:

@@ -12,13 +12,13 @@ import httpx
 from cpci.cli import main
 from cpci.upload.unsent import read_unsent
 from tests.action.conftest import OidcJob
+from tests.builders import envelope
 from tests.server.oidc_keys import AUDIENCE
 from tests.upload.support import (
     REPO,
     Completed,
     LiveService,
     action_env,
-    envelope,
     results_file,
     run_cpci,
     upload_args,
@@ -75,7 +75,7 @@ def test_a_refused_upload_fails_the_step_and_is_kept_beside_the_results(
     service: LiveService, tmp_path: Path
 ) -> None:
     """Another upload holds shard 0 of the run with other run fields: the service answers 409."""
-    other = results_file(tmp_path / "other.jsonl", envelope("act-409").results)
+    other = results_file(tmp_path / "other.jsonl", envelope(ci_run_id="act-409").results)
     assert (
         main(upload_args(service, tmp_path, other, "--ci-run-id", "act-409", "--commit", "d" * 40))
         == 0

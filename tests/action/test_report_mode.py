@@ -9,8 +9,9 @@ import pytest
 
 from cpci.cli import main
 from cpci.schema import Outcome
+from tests.builders import record
 from tests.github.fake_github import FakeGitHub
-from tests.upload.support import REPO, LiveService, record, results_file, upload_args
+from tests.upload.support import REPO, LiveService, results_file, upload_args
 
 BASE, HEAD = "b" * 40, "c" * 40
 CONFIGS = ["t.py::test_attn[p2p]", "t.py::test_attn[a2a]"]
@@ -19,7 +20,7 @@ CONFIGS = ["t.py::test_attn[p2p]", "t.py::test_attn[a2a]"]
 def upload(
     live: LiveService, tmp_path: Path, commit: str, outcomes: list[Outcome], **extra: str
 ) -> None:
-    records = [record(n, o) for n, o in zip(CONFIGS, outcomes, strict=True)]
+    records = [record(nodeid=n, outcome=o) for n, o in zip(CONFIGS, outcomes, strict=True)]
     path = results_file(tmp_path / f"{commit[:4]}.jsonl", records)
     args = upload_args(live, tmp_path, path, "--commit", commit, "--ci-run-id", commit[:6])
     for flag, value in extra.items():

@@ -13,23 +13,16 @@ import pytest
 from cpci import urls
 from cpci.cli import main
 from cpci.schema import ShardPlan
-from tests.upload.support import (
-    REPO,
-    LiveService,
-    git,
-    git_checkout,
-    record,
-    results_file,
-    run_cpci,
-)
+from tests.builders import record
+from tests.upload.support import REPO, LiveService, git, git_checkout, results_file, run_cpci
 
 SHA = "c" * 40
 
 
 def _results_file(tmp_path: Path) -> Path:
     records = [
-        record("tests/test_cp.py::test_attn[p2p]", "passed", world_size=2),
-        record("tests/test_cp.py::test_attn[a2a]", "failed", world_size=4),
+        record("p2p", "passed"),
+        record("a2a", "failed", world_size=4),
     ]
     return results_file(tmp_path / "results.jsonl", records)
 

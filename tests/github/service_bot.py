@@ -16,10 +16,12 @@ from sqlmodel import Session, select
 
 from cpci.github.retry import RetryPolicy
 from cpci.github.webhooks import sign
+from cpci.schema import Outcome
 from cpci.server import Settings, create_app
 from cpci.server.crud.tokens import create_token
 from cpci.server.models import WebhookDelivery
 from cpci.server.webhooks.worker import WebhookWorker, WorkerPolicy
+from tests.builders import envelope, record, upload
 from tests.github.contract import require_reference
 from tests.github.fake_github import FakeGitHub
 from tests.live_server import serve
@@ -76,32 +78,16 @@ class Bot:
             rows = session.exec(select(WebhookDelivery)).all()
             return [(r.delivery_id, r.status) for r in rows]
 
-    def upload(self, repo: str, commit: str, outcomes: dict[str, str], **fields: Any) -> None:
+    def upload(self, repo: str, commit: str, outcomes: dict[str, Outcome], **fields: Any) -> None:
         results = [
-            {
-                "schema": "cpci.result/1",
-                "nodeid": f"tests/test_cp.py::test_attn[{name}]",
-                "world_size": 2,
-                "outcome": outcome,
-                "duration_s": 1.0,
-                "rank_errors": [{"rank": 1, "phase": "call", "message": "@octocat max err 0.3"}]
-                if outcome == "failed"
-                else [],
-            }
+            record(name, outcome, rank=1, message="@octocat max err 0.3")
+            if outcome == "failed"
+            else record(name, outcome)
             for name, outcome in outcomes.items()
         ]
-        body = {
-            "schema": "cpci.run/1",
-            "repository": repo,
-            "commit": commit,
-            "ci_run_id": f"run-{commit[:6]}",
-            "results": results,
-            **fields,
-        }
-        response = self.http.post(
-            "/api/v1/uploads", json=body, headers={"Authorization": f"Bearer {self.tokens[repo]}"}
-        )
-        assert response.status_code == 201, response.text
+        run = {"ci_run_id": f"run-{commit[:6]}", "branch": None, "environment": {}}
+        built = envelope(results, repository=repo, commit=commit, **{**run, **fields})
+        upload(self.http, built, token=self.tokens[repo])
 
 
 @contextmanager

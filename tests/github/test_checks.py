@@ -12,8 +12,8 @@ from cpci.github.gate import gate
 from cpci.github.models import ChangedFile
 from cpci.github.publish import check_run_fields, publish_check
 from cpci.github.rules import parse_rules
+from tests.builders import HEAD, report, verdict
 from tests.github.fake_github import FakeGitHub
-from tests.github.pull_reports import HEAD, report, verdict
 
 NEW = report(new_failures=[verdict("a")])
 INHERITED = report(broken_at_base=[verdict("b", "broken_at_base")])

@@ -16,13 +16,13 @@ from cpci.github.models import ChangedFile
 from cpci.github.publish import upsert_comment
 from cpci.github.rules import parse_rules
 from cpci.schema import FlakeTest
+from tests.builders import drift, flaky_evidence, report, verdict
 from tests.github.fake_github import FakeGitHub
 from tests.github.gfm import fenced_blocks
 from tests.github.pairs import EMPTY_BATCH, WORKER_V1, WORKER_V2, edit, git_apply, pair
 from tests.github.pairs import RULES as PAIR_RULES
 from tests.github.pairs import V1 as PAIR_V1
 from tests.github.pairs import V2 as PAIR_V2
-from tests.github.pull_reports import drift, flaky_evidence, report, verdict
 
 #: A CommonMark code span: a backtick run, then anything up to a run of the same length.
 CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)")

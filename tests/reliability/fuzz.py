@@ -30,9 +30,9 @@ from schemathesis.core.failures import FailureGroup
 
 from cpci.server import Settings, create_app
 from cpci.server.core.db import create_db_engine
+from tests.builders import REPO, send
 from tests.reliability.service import make_envelope
 from tests.server.databases import migrate_with_token
-from tests.server.service_builders import REPO
 
 WEBHOOK_SECRET = "fuzz-secret"
 CHECKS = [
@@ -52,9 +52,7 @@ def fuzz_app(directory: Path) -> tuple[FastAPI, str]:
     with TestClient(app) as client:
         for run, pr in (("1", None), ("2", 7)):
             body = make_envelope(run, 0, 1, 5, pull_request=pr).model_dump(mode="json")
-            response = client.post(
-                "/api/v1/uploads", json=body, headers={"Authorization": f"Bearer {token}"}
-            )
+            response = send(client, body, headers={"Authorization": f"Bearer {token}"})
             assert response.status_code == 201, response.text
     return app, token
 

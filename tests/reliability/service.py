@@ -34,9 +34,9 @@ from cpci.server.devpg import free_port
 from cpci.server.models import Config, Repository, Result, Run, Shard
 from cpci.upload.send import Backoff, deliver, flush
 from cpci.upload.spool import Binding, Spool
-from tests.server import service_builders
+from tests import builders
+from tests.builders import REPO
 from tests.server.databases import migrate_with_token
-from tests.server.service_builders import REPO
 
 START_DEADLINE_S = 60
 
@@ -128,7 +128,7 @@ def make_envelope(run: str, shard: int, shards: int, results: int, **fields: Any
     """One shard of CI run `run`: `results` configs, distinct across the run's shards, every
     seventh failing."""
     records = [
-        service_builders.record(
+        builders.record(
             f"{run}-s{shard}-c{i}",
             "failed" if i % 7 == 3 else "passed",
             duration_s=0.01 * (i % 13),
@@ -137,7 +137,7 @@ def make_envelope(run: str, shard: int, shards: int, results: int, **fields: Any
         )
         for i in range(results)
     ]
-    body = service_builders.envelope(
+    return builders.envelope(
         records,
         commit=hashlib.sha1(run.encode()).hexdigest(),
         ci_run_id=run,
@@ -146,7 +146,6 @@ def make_envelope(run: str, shard: int, shards: int, results: int, **fields: Any
         environment={"torch": "2.4.0", "backend": "gloo"},
         **fields,
     )
-    return RunEnvelope.model_validate(body)
 
 
 @dataclass

@@ -34,10 +34,10 @@ from cpci.server.core.db import create_db_engine
 from cpci.server.core.migrate import upgrade
 from cpci.server.crud.tokens import create_token
 from cpci.server.models import Config, Repository, Result, Run, Shard, WebhookDelivery
+from tests.builders import REPO, send
 from tests.reliability.service import make_envelope, prepare_database
 from tests.server.databases import ENGINES, fresh_database
 from tests.server.oidc_keys import AUDIENCE, ISSUER, Keys, jwks_server
-from tests.server.service_builders import REPO
 
 OTHER = "other/repo"
 SECRET = "webhook-secret"
@@ -161,7 +161,7 @@ def test_uploads_with_bad_credentials_are_refused_and_write_nothing(
     header = make(target)
     headers = {"Authorization": header} if header is not None else {}
     before = target.counts()
-    response = target.client.post("/api/v1/uploads", json=body(), headers=headers)
+    response = send(target.client, body(), headers=headers)
     assert response.status_code == status, response.text
     assert response.json()["code"] in ("unauthorized", "forbidden")
     assert response.json()["detail"]  # says why, and what to do
@@ -181,7 +181,7 @@ def test_a_valid_oidc_token_still_uploads(target: Target) -> None:
     sent = body()
     bearer = target.keys.token(sha=sent["commit"], run_id=sent["ci_run_id"])
     headers = {"Authorization": f"Bearer {bearer}"}
-    assert target.client.post("/api/v1/uploads", json=sent, headers=headers).status_code == 201
+    assert send(target.client, sent, headers=headers).status_code == 201
     assert target.counts()["Result"] == 2
 
 
@@ -192,7 +192,7 @@ def test_token_reads_refuse_strangers_on_the_api_and_every_ui_page(
         app, engine, tokens = make_target(tmp_path, keys, jwks_url, http, read_access="token")
         with TestClient(app, raise_server_exceptions=False) as client:
             own = {"Authorization": f"Bearer {tokens[REPO]}"}
-            up = client.post("/api/v1/uploads", json=body(), headers=own)
+            up = send(client, body(), headers=own)
             assert up.status_code == 201
             key = quote("tests/test_cp.py::test_attn[1-s0-c0]@2")
             paths = [
@@ -448,7 +448,7 @@ def hostile(target: Target) -> PullRequestReport:
             "results": hostile_results(outcome),
             **extra,
         }
-        response = target.client.post("/api/v1/uploads", json=envelope, headers=auth)
+        response = send(target.client, envelope, headers=auth)
         assert response.status_code == 201, response.text
     report = target.client.get(f"/api/v1/repos/{REPO}/pulls/9/report")
     assert report.status_code == 200
@@ -549,11 +549,11 @@ def test_an_absurd_shard_total_cannot_blow_up_the_pages(target: Target) -> None:
     """Every read lists a run's missing shards: the count is bounded at the door."""
     auth = {"Authorization": f"Bearer {target.tokens[REPO]}"}
     envelope = {**body(), "shard_total": 10**6}
-    response = target.client.post("/api/v1/uploads", json=envelope, headers=auth)
+    response = send(target.client, envelope, headers=auth)
     assert response.status_code == 422, response.text
     assert response.json()["errors"][0]["path"] == "shard_total"
     most = {**body(), "shard_total": 10_000, "ci_run_id": "most-shards"}
-    response = target.client.post("/api/v1/uploads", json=most, headers=auth)
+    response = send(target.client, most, headers=auth)
     assert response.status_code == 201, response.text
     assert len(response.content) < 100_000, "the receipt lists every missing shard"
     dashboard = target.client.get(f"/api/v1/repos/{REPO}/dashboard")

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from tests.builders import send
 from tests.reliability.fuzz import fuzz, fuzz_app
 from tests.reliability.service import make_envelope
 
@@ -56,5 +57,5 @@ def test_huge_integers_are_a_422_not_a_500(client: tuple[TestClient, str], where
         body["results"][0][where] = huge
     else:
         body[where] = huge
-    response = c.post("/api/v1/uploads", json=body)
+    response = send(c, body)
     assert response.status_code == 422, response.text

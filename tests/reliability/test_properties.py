@@ -29,7 +29,7 @@ from cpci.server.analysis.verdicts import (
     decide,
     state_of,
 )
-from tests.github.pull_reports import flaky_evidence
+from tests.builders import flaky_evidence
 
 MESSAGES = st.sampled_from(
     [

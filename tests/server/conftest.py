@@ -18,9 +18,9 @@ from cpci.server import Settings, create_app
 from cpci.server.core.db import create_db_engine
 from cpci.server.core.migrate import upgrade
 from cpci.server.crud.tokens import create_token
+from tests.builders import REPO
 from tests.server.databases import ENGINES, ClientFactory, admin, fresh_database
 from tests.server.oidc_keys import Keys
-from tests.server.service_builders import REPO
 
 
 @pytest.fixture(scope="session")

@@ -23,7 +23,7 @@ from sqlmodel import Session
 
 from cpci.server.core.migrate import upgrade
 from cpci.server.crud.tokens import create_token
-from tests.server.service_builders import REPO
+from tests.builders import REPO
 
 ENGINES = ("sqlite", "postgresql")
 

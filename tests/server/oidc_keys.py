@@ -16,8 +16,8 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from sqlalchemy import Engine
 
 from cpci.server import Settings, create_app
+from tests.builders import BASE, REPO
 from tests.live_server import Request, serve, serve_answers
-from tests.server.service_builders import BASE, REPO
 
 ISSUER = "https://token.actions.githubusercontent.com"
 AUDIENCE = "cpci-test"
@@ -25,7 +25,7 @@ REPO_ID = "4242"
 #: The merge commit GitHub makes of a PR's head into its base: a PR token's `sha`.
 MERGE = "e" * 40
 #: The claims of a push to main, as GitHub mints them (the ones cpci looks at): run 100,
-#: attempt 1, at `service_builders.BASE`, as `service_builders.envelope` uploads by default.
+#: attempt 1, at `builders.BASE`, as `builders.envelope` uploads by default.
 PUSH_TO_MAIN = {
     "sub": f"repo:{REPO}:ref:refs/heads/main",
     "repository": REPO,

@@ -16,8 +16,8 @@ import pytest
 
 from cpci.cli import main
 from cpci.server.devpg import free_port
+from tests.builders import REPO, envelope, record, send
 from tests.server.databases import ENGINES, fresh_database
-from tests.server.service_builders import REPO, envelope, record
 
 DEADLINE_S = 30
 
@@ -73,12 +73,9 @@ def test_upload_and_read_over_http(served: tuple[str, dict[str, str]]) -> None:
     headers = {"Authorization": f"Bearer {token}"}
     body = envelope([record("p2p"), record("a2a", "failed", message="boom")])
     with httpx.Client(base_url=base, headers=headers, timeout=10) as http:
-        assert http.post("/api/v1/uploads", json=body).status_code == 201
-        assert http.post("/api/v1/uploads", json=body).json()["status"] == "duplicate"
-        assert (
-            http.post("/api/v1/uploads", json=body, headers={"Authorization": ""}).status_code
-            == 401
-        )
+        assert send(http, body).status_code == 201
+        assert send(http, body).json()["status"] == "duplicate"
+        assert send(http, body, headers={"Authorization": ""}).status_code == 401
         summary = http.get(f"/api/v1/repos/{REPO}/runs/100").json()
         assert summary["outcomes"] == {"failed": 1, "passed": 1}
         metrics = http.get("/metrics").text

@@ -26,6 +26,7 @@ from itertools import product
 from typing import Literal
 
 from cpci.schema import Environment, ResultRecord, RunEnvelope, config_key
+from tests import builders
 from tests.server.verdict_records import (
     ATTEMPTS_WITH_RERUNS,
     BROKEN_SIGNATURE,
@@ -41,7 +42,7 @@ from tests.server.verdict_records import (
     red,
 )
 
-REPO = "acme/attn"
+REPO = builders.REPO
 ENVIRONMENT = Environment(torch="2.4.0", cuda="12.4", nccl="2.21.5", gpu="H100", backend="nccl")
 
 COMMS = ("p2p", "all_gather", "a2a", "a2a+p2p")
@@ -365,8 +366,7 @@ def _upload_shards(
         results = [
             r for c, rs in zip(b.configs, records, strict=True) if c.shard == shard for r in rs
         ]
-        envelope = RunEnvelope(
-            repository=REPO,
+        envelope = builders.envelope(
             commit=commit,
             branch=branch,
             pull_request=pull_request,
@@ -508,8 +508,7 @@ def _poison(b: _Builder, pull: PullRequestTruth, poison: Poison, main: Sequence[
     else:
         poisoned = record(c, "passed", 1)
     same = poison.kind.endswith("same-commit")
-    envelope = RunEnvelope(
-        repository=REPO,
+    envelope = builders.envelope(
         commit=pull.head_commit if same else sha(b.spec.seed, "poison", poison.by),
         branch=f"feature-{poison.by}",
         pull_request=poison.by,
@@ -542,8 +541,7 @@ def _untrusted_branch(
             for n in range(FLIP_FLOP_RUNS)
         ]
     for n, (commit, results) in enumerate(runs):
-        envelope = RunEnvelope(
-            repository=REPO,
+        envelope = builders.envelope(
             commit=commit,
             branch=wip,
             ci_run_id=str(40_000 + 10 * poison.by + n),

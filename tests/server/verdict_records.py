@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from cpci.schema import Isolation, Outcome, RankError, ResultRecord
+from tests import builders
 
 #: The runner's default in CI: the first attempt plus up to 2 reruns, stopping at the first pass.
 ATTEMPTS_WITH_RERUNS = 3
@@ -64,11 +65,11 @@ def record(
     flaky: bool = False,
     isolation: Isolation | None = None,
 ) -> ResultRecord:
-    return ResultRecord(
+    return builders.record(
+        outcome=outcome,
         nodeid=c.nodeid,
         world_size=c.world_size,
         backend="nccl",
-        outcome=outcome,
         duration_s=round(1.0 + 0.5 * c.world_size + 0.01 * attempt, 3),
         rank_errors=list(errors),
         attempt=attempt,

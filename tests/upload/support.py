@@ -1,7 +1,7 @@
 """What the uploader's, the Action's and the command line's tests share: a live result service
-on a loopback port (real HTTP, a migrated SQLite database), envelopes and results files to send
-it, the `cpci upload` arguments that send them, and a plain loopback HTTP server for stand-ins
-(an attacker's URL, a proxy)."""
+on a loopback port (real HTTP, a migrated SQLite database), results files to send it (the
+records and envelopes themselves are `tests.builders`'), the `cpci upload` arguments that send
+them, and a plain loopback HTTP server for stand-ins (an attacker's URL, a proxy)."""
 
 from __future__ import annotations
 
@@ -17,15 +17,14 @@ from pathlib import Path
 import pytest
 from sqlalchemy.engine import Engine
 
-from cpci.schema import Outcome, ResultRecord, RunEnvelope, ShardProgress, UploadReceipt
+from cpci.schema import ResultRecord, ShardProgress, UploadReceipt
 from cpci.server import Settings, create_app
 from cpci.server.core.db import create_db_engine
+from tests.builders import REPO
 from tests.live_server import serve
 from tests.server.databases import migrate_with_token
 
-REPO = "acme/attn"
 Completed = subprocess.CompletedProcess[str]
-NODEID = "t.py::test"
 
 
 @dataclass(frozen=True)
@@ -67,16 +66,6 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveService]:
             yield live
     finally:
         database.engine.dispose()
-
-
-def record(nodeid: str = NODEID, outcome: Outcome = "passed", world_size: int = 2) -> ResultRecord:
-    """One config's result as the runner writes it."""
-    return ResultRecord(nodeid=nodeid, world_size=world_size, outcome=outcome, duration_s=1.0)
-
-
-def envelope(run: str = "1", repository: str = REPO) -> RunEnvelope:
-    """A one-result envelope of CI run `run`."""
-    return RunEnvelope(repository=repository, commit="a" * 40, ci_run_id=run, results=[record()])
 
 
 def receipt_body(run: str = "1", results: int = 1) -> bytes:

@@ -9,8 +9,9 @@ import pytest
 
 from cpci.upload import errors
 from cpci.upload.settings import UploadSettingsError
+from tests.builders import envelope
 from tests.live_server import loopback_socket
-from tests.upload.support import REPO, Completed, envelope, results_file, run_cpci
+from tests.upload.support import REPO, Completed, results_file, run_cpci
 
 
 @pytest.mark.parametrize(
@@ -47,7 +48,7 @@ def cpci_upload(tmp_path: Path, *args: str, **env: str) -> Completed:
 def test_a_spool_that_cannot_be_written_is_a_message_and_exit_1(tmp_path: Path) -> None:
     """The service is down and the spool path is a file: the user learns both, without a
     traceback, and where the results still are."""
-    results = results_file(tmp_path / "r.jsonl", envelope().results)
+    results = results_file(tmp_path / "r.jsonl", envelope(ci_run_id="1").results)
     blocked = tmp_path / "spool"
     blocked.write_text("not a directory")
     sock = loopback_socket()  # bound, never listening: connections are refused

@@ -16,11 +16,11 @@ from cpci.upload.errors import UploadFailed
 from cpci.upload.retry import Backoff
 from cpci.upload.send import Delivered, deliver
 from cpci.upload.spool import Binding, Spool
+from tests.builders import envelope
 from tests.live_server import loopback_socket
 from tests.upload.support import (
     REPO,
     LiveService,
-    envelope,
     live_service,
     migrated_database,
     receipt_body,
@@ -63,7 +63,12 @@ def send(
     transport = scripted(statuses, [] if seen is None else seen)
     retry = backoff([] if waits is None else waits)
     return deliver(
-        "http://cpci", token, envelope(run), spool=spool, backoff=retry, transport=transport
+        "http://cpci",
+        token,
+        envelope(ci_run_id=run),
+        spool=spool,
+        backoff=retry,
+        transport=transport,
     )
 
 
@@ -92,7 +97,7 @@ def test_spooled_while_down_then_flushed_first_by_the_next_upload(tmp_path: Path
     assert down.spooled is not None
     assert [s.envelope.ci_run_id for s in spool.pending()] == ["1"]
     # The same upload spooled again keeps one file: resending cannot duplicate anything.
-    spool.put(Binding("http://cpci", REPO), envelope("1"))
+    spool.put(Binding("http://cpci", REPO), envelope(ci_run_id="1"))
     assert len(spool.pending()) == 1
     seen.clear()
     up = send(spool, "2", [201, 201], seen=seen)
@@ -104,7 +109,7 @@ def test_spooled_while_down_then_flushed_first_by_the_next_upload(tmp_path: Path
 
 def test_a_spooled_upload_refused_for_good_is_set_aside_not_deleted(tmp_path: Path) -> None:
     spool = Spool(tmp_path)
-    spool.put(Binding("http://cpci", REPO), envelope("1"))
+    spool.put(Binding("http://cpci", REPO), envelope(ci_run_id="1"))
     up = send(spool, "2", [409, 201])
     assert up.receipt is not None
     assert len(up.rejected) == 1
@@ -125,7 +130,7 @@ def test_service_down_then_up_nothing_lost_nothing_twice(
     reserved_port: socket.socket, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     database = migrated_database(tmp_path)
-    results = results_file(tmp_path / "r.jsonl", envelope().results)
+    results = results_file(tmp_path / "r.jsonl", envelope(ci_run_id="1").results)
     url = f"http://127.0.0.1:{reserved_port.getsockname()[1]}"
     down = LiveService(url, database.token, database.url)
     args = upload_args(down, tmp_path, results, "--commit", "b" * 40, "--ci-run-id", "77")

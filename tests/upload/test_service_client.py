@@ -10,22 +10,23 @@ import pytest
 from cpci.upload.errors import UploadFailed
 from cpci.upload.retry import Backoff
 from cpci.upload.service_client import ServiceClient
+from tests.builders import envelope
 from tests.live_server import Request, loopback_socket, serve_answers
-from tests.upload.support import REPO, LiveService, envelope, receipt_body
+from tests.upload.support import REPO, LiveService, receipt_body
 
 
 def test_an_upload_is_stored_once_then_a_duplicate(service: LiveService) -> None:
     client = ServiceClient(service.url + "/", service.token)  # a trailing slash is fine
-    first = client.upload(envelope("client-1"))
+    first = client.upload(envelope(ci_run_id="client-1"))
     assert (first.status, first.results, first.repository) == ("stored", 1, REPO)
     assert first.shards.text == "1/1 shards reported"
-    assert client.upload(envelope("client-1")).status == "duplicate"
+    assert client.upload(envelope(ci_run_id="client-1")).status == "duplicate"
 
 
 def test_a_refusal_names_the_url_status_and_reason(service: LiveService) -> None:
     client = ServiceClient(service.url, "cpci_wrong")
     with pytest.raises(UploadFailed) as excinfo:
-        client.upload(envelope("client-2"))
+        client.upload(envelope(ci_run_id="client-2"))
     assert excinfo.value.status == 401
     assert not excinfo.value.retryable
     assert str(excinfo.value).startswith(f"{service.url}/api/v1/uploads answered 401: ")
@@ -36,7 +37,7 @@ def test_no_answer_is_status_0_and_says_what_to_check() -> None:
     try:
         url = f"http://127.0.0.1:{sock.getsockname()[1]}"
         with pytest.raises(UploadFailed) as excinfo:
-            ServiceClient(url, "t").upload(envelope())
+            ServiceClient(url, "t").upload(envelope(ci_run_id="1"))
     finally:
         sock.close()
     assert excinfo.value.status == 0
@@ -48,7 +49,9 @@ def test_no_answer_is_status_0_and_says_what_to_check() -> None:
 def test_the_pull_report_is_none_until_an_upload_names_the_pr(service: LiveService) -> None:
     client = ServiceClient(service.url, service.token)
     assert client.pull_report(REPO, 404_404) is None
-    pr_run = envelope("client-pr").model_copy(update={"pull_request": 31, "commit": "b" * 40})
+    pr_run = envelope(ci_run_id="client-pr").model_copy(
+        update={"pull_request": 31, "commit": "b" * 40}
+    )
     client.upload(pr_run)
     report = client.pull_report(REPO, 31)
     assert report is not None
@@ -81,11 +84,11 @@ def test_only_a_retryable_failure_is_tried_again() -> None:
 
     retry = Backoff(attempts=3, base_s=0.5, sleep=waits.append, jitter=lambda low, high: high)
     client = ServiceClient("http://cpci", "t", retry=retry, transport=httpx.MockTransport(handle))
-    assert client.upload(envelope()).status == "stored"
+    assert client.upload(envelope(ci_run_id="1")).status == "stored"
     assert waits == [0.5, 1.0]
     answers[:] = [422, 201]
     with pytest.raises(UploadFailed, match="answered 422: later"):
-        client.upload(envelope())
+        client.upload(envelope(ci_run_id="1"))
     assert answers == [201]  # not tried again
 
 
@@ -100,7 +103,7 @@ def test_an_answer_that_is_not_a_receipt_says_which_url_sent_it() -> None:
         serve_answers(login_page, "text/html") as url,
         pytest.raises(UploadFailed) as excinfo,
     ):
-        ServiceClient(url, "t").upload(envelope())
+        ServiceClient(url, "t").upload(envelope(ci_run_id="1"))
     message = str(excinfo.value)
     assert message.startswith(f"{url}/api/v1/uploads answered 201 with a body that is not a valid ")
     assert "UploadReceipt" in message

@@ -15,8 +15,9 @@ from cpci.upload.settings import UploadSettings
 from cpci.upload.shard_upload import upload_shard
 from cpci.upload.spool import Spool
 from cpci.upload.unsent import read_unsent
+from tests.builders import envelope
 from tests.live_server import loopback_socket
-from tests.upload.support import LiveService, envelope
+from tests.upload.support import LiveService
 
 NO_WAIT = Backoff(attempts=2, sleep=lambda seconds: None)
 
@@ -28,7 +29,7 @@ def settings(server: str, token: str, spool: Path) -> UploadSettings:
 def test_a_branch_shard_is_stored_then_its_ancestry_noted(
     service: LiveService, tmp_path: Path
 ) -> None:
-    branch_run = envelope("shard-1").model_copy(update={"branch": "main"})
+    branch_run = envelope(ci_run_id="shard-1").model_copy(update={"branch": "main"})
     done = upload_shard(
         settings(service.url, service.token, tmp_path / "spool"),
         branch_run,
@@ -47,7 +48,7 @@ def test_while_the_service_is_down_the_shard_waits_in_the_spool(tmp_path: Path) 
         down = f"http://127.0.0.1:{sock.getsockname()[1]}"
         done = upload_shard(
             settings(down, "t", tmp_path / "spool"),
-            envelope("shard-2"),
+            envelope(ci_run_id="shard-2"),
             {},
             backoff=NO_WAIT,
             cwd=tmp_path,
@@ -63,7 +64,7 @@ def test_an_upload_without_a_server_does_not_start(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"--server \(or CPCI_SERVER\) is required"):
         upload_shard(
             UploadSettings(server=None, spool=tmp_path),
-            envelope(),
+            envelope(ci_run_id="1"),
             {},
             backoff=NO_WAIT,
             cwd=tmp_path,
@@ -80,7 +81,7 @@ def test_an_upload_without_a_credential_is_kept_beside_the_results(tmp_path: Pat
     with pytest.raises(CredentialsError) as refused:
         upload_shard(
             settings("http://127.0.0.1:9", "", tmp_path / "spool"),
-            envelope("shard-3"),
+            envelope(ci_run_id="shard-3"),
             {},
             backoff=NO_WAIT,
             cwd=tmp_path,
@@ -92,5 +93,5 @@ def test_an_upload_without_a_credential_is_kept_beside_the_results(tmp_path: Pat
     assert "run shard-3 attempt 1, shard 0/1 of acme/attn at aaaaaaaaaaaa was not sent" in message
     assert f"`cpci upload --resend {keep}`" in message
     kept = read_unsent(keep)
-    assert (kept.status, kept.envelope) == (0, envelope("shard-3"))
+    assert (kept.status, kept.envelope) == (0, envelope(ci_run_id="shard-3"))
     assert Spool(tmp_path / "spool").pending() == []

@@ -20,11 +20,11 @@ import pytest
 
 from cpci.cli import main
 from cpci.upload.spool import Binding, Spool, default_spool_dir
+from tests.builders import envelope
 from tests.live_server import Request, loopback_socket, serve_answers
 from tests.upload.support import (
     REPO,
     LiveService,
-    envelope,
     receipt_body,
     results_file,
     run_cpci,
@@ -56,7 +56,7 @@ def attacker() -> Iterator[tuple[str, Recorder]]:
 
 def shard_args(service: LiveService, tmp_path: Path, run: str) -> list[str]:
     """`cpci upload` of a one-result shard of CI run `run`, one try only."""
-    results = results_file(tmp_path / f"r{run}.jsonl", envelope(run).results)
+    results = results_file(tmp_path / f"r{run}.jsonl", envelope(ci_run_id=run).results)
     extra = ("--commit", "b" * 40, "--ci-run-id", run, "--retries", "1")
     return upload_args(service, tmp_path, results, *extra)
 
@@ -74,7 +74,7 @@ def test_an_item_naming_another_server_never_gets_this_jobs_token(
 ) -> None:
     evil_url, recorder = attacker
     spool = Spool(tmp_path / "spool")
-    planted = spool.put(Binding(evil_url, REPO), envelope("planted"))
+    planted = spool.put(Binding(evil_url, REPO), envelope(ci_run_id="planted"))
     before = planted.read_bytes(), planted.stat().st_mtime_ns
     assert main(shard_args(service, tmp_path, "s1")) == 0
     assert recorder.seen == []  # the attacker's server saw nothing, least of all the token
@@ -87,7 +87,9 @@ def test_an_item_for_another_repository_is_not_sent_with_this_repositorys_token(
     service: LiveService, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     spool = Spool(tmp_path / "spool")
-    planted = spool.put(Binding(service.url, OTHER), envelope("other-1", OTHER))
+    planted = spool.put(
+        Binding(service.url, OTHER), envelope(ci_run_id="other-1", repository=OTHER)
+    )
     assert main(shard_args(service, tmp_path, "s2")) == 0
     assert planted.exists()
     assert f"it is for {OTHER}, these credentials are for {REPO}" in capsys.readouterr().err
@@ -103,7 +105,9 @@ def test_a_file_rebinding_its_envelope_to_another_repository_is_set_aside(
     body = {
         "server": service.url,
         "repository": REPO,
-        "envelope": json.loads(envelope("x", OTHER).model_dump_json(by_alias=True)),
+        "envelope": json.loads(
+            envelope(ci_run_id="x", repository=OTHER).model_dump_json(by_alias=True)
+        ),
     }
     (folder / "upload-forged.json").write_text(json.dumps(body))
     (folder / "upload-garbage.json").write_text("{not json")
@@ -173,8 +177,10 @@ def test_an_unreachable_server_holds_back_no_other_servers_items(
     service: LiveService, tmp_path: Path
 ) -> None:
     spool = Spool(tmp_path / "spool")
-    down = spool.put(Binding("http://127.0.0.1:9", REPO), envelope("for-down"))
-    spool.put(Binding(service.url + "/", REPO), envelope("waiting"))  # same server, one slash more
+    down = spool.put(Binding("http://127.0.0.1:9", REPO), envelope(ci_run_id="for-down"))
+    spool.put(
+        Binding(service.url + "/", REPO), envelope(ci_run_id="waiting")
+    )  # same server, one slash more
     assert main(shard_args(service, tmp_path, "s4")) == 0
     assert run_outcomes(service, "waiting") == {"passed": 1}
     assert [p.path for p in spool.pending()] == [down]
@@ -204,7 +210,7 @@ def test_two_concurrent_flushes_send_each_item_once(
     spool = Spool(tmp_path / "spool")
     runs = [f"c{i}" for i in range(12)]
     for run in runs:
-        spool.put(Binding(meeting_proxy, REPO), envelope(run))
+        spool.put(Binding(meeting_proxy, REPO), envelope(ci_run_id=run))
     before = _uploads(service)
     command = [
         sys.executable,
@@ -252,8 +258,8 @@ def test_in_actions_the_spool_is_the_jobs_own_and_bound_to_its_run(
     assert default_spool_dir(environ) == tmp_path / "runner-temp" / "cpci-spool"
     assert default_spool_dir({**environ, "CPCI_SPOOL": "/x"}) == Path("/x")
     spool = Spool(tmp_path / "spool")
-    earlier = spool.put(Binding(service.url, REPO, "41"), envelope("r41"))
-    mine = spool.put(Binding(service.url, REPO, "42"), envelope("r42"))
+    earlier = spool.put(Binding(service.url, REPO, "41"), envelope(ci_run_id="r41"))
+    mine = spool.put(Binding(service.url, REPO, "42"), envelope(ci_run_id="r42"))
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
     monkeypatch.setenv("GITHUB_RUN_ID", "42")
     assert main(shard_args(service, tmp_path, "42")) == 0
@@ -265,7 +271,7 @@ def test_in_actions_the_spool_is_the_jobs_own_and_bound_to_its_run(
 
 def test_a_claim_left_by_a_dead_process_is_released(tmp_path: Path) -> None:
     spool = Spool(tmp_path)
-    path = spool.put(Binding("http://cpci", REPO), envelope("1"))
+    path = spool.put(Binding("http://cpci", REPO), envelope(ci_run_id="1"))
     dead = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"],
         capture_output=True,

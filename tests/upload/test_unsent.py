@@ -11,7 +11,8 @@ import httpx
 
 from cpci.schema import Outcome
 from cpci.upload.unsent import read_unsent
-from tests.upload.support import LiveService, record, results_file, run_cpci, upload_args
+from tests.builders import record
+from tests.upload.support import LiveService, results_file, run_cpci, upload_args
 
 RUN = "run-409"
 

@@ -18,6 +18,7 @@ import pytest
 
 from cpci.server import Settings, create_app
 from cpci.server.core.db import create_db_engine
+from tests.builders import send
 from tests.live_server import serve
 from tests.server.databases import migrate_with_token
 from tests.server.ui.ui_seed import seed
@@ -66,7 +67,7 @@ def service(
                 assert http.get("/healthz").status_code == 200
                 seed(http)
                 for body in getattr(request.module, "EXTRA_UPLOADS", ()):
-                    response = http.post("/api/v1/uploads", json=body)
+                    response = send(http, body)
                     assert response.status_code == 201, response.text
             yield base
     finally:

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from tests.server.service_builders import envelope, record, sha
+from cpci.schema import ResultRecord
+from tests.builders import envelope, record, sha
 from tests.server.ui.ui_seed import A2A, MAIN_RUNS, REPO, START
 
 #: Config ids as long as a TransformerEngine-style suite's, with messages longer still.
@@ -26,10 +27,8 @@ MESSAGE = (
 WRAP_RUN = "layout-1"
 
 
-def _long(name: str) -> dict[str, Any]:
-    body = record(name, "failed", message=MESSAGE)
-    body["nodeid"] = NODEID.format(name)
-    return body
+def _long(name: str) -> ResultRecord:
+    return record(name, "failed", message=MESSAGE, nodeid=NODEID.format(name))
 
 
 #: A run of long ids on a branch of its own, and one a2a result uploaded without its shard's

@@ -9,7 +9,7 @@ from sqlmodel import Session
 from cpci.github.bot import PullState
 from cpci.github.consistency import ConsistencyResult, Finding
 from cpci.server.crud.github import save_pull_state
-from tests.server.service_builders import config, envelope, record
+from tests.builders import config, envelope, record, replaced, send
 from tests.server.ui.ui_seed import (
     A2A,
     LATEST_RUN,
@@ -50,7 +50,7 @@ def test_dashboard_twin_counts_runs_flaky_slow_and_pulls(client: TestClient) -> 
 
 def test_pending_pull_has_no_verdict(client: TestClient) -> None:
     body = envelope([record("p2p", "failed")], pull_request=3, shard_total=2, branch="x")
-    assert client.post("/api/v1/uploads", json=body).status_code == 201
+    assert send(client, body).status_code == 201
     (pull,) = client.get(f"{API}/dashboard").json()["pulls"]
     assert pull["verdict"] == "pending"
     assert pull["shards"]["text"] == "1/2 shards reported"
@@ -124,14 +124,15 @@ def test_dashboard_sees_a_new_upload_at_once(client: TestClient) -> None:
     before = client.get(f"{API}/dashboard").json()
     assert config("p2p") not in {f["config"] for f in before["flaky"]}
     # p2p fails on a commit and environment where it passed: direct evidence of flakiness.
-    rerun = main_run(MAIN_RUNS)[0]
-    rerun["ci_run_id"] = "3000"
-    for result in rerun["results"]:
-        if result["nodeid"].endswith("[p2p]"):
-            result.update(
-                outcome="failed", rank_errors=[{"rank": 0, "phase": "call", "message": "x"}]
-            )
-    assert client.post("/api/v1/uploads", json={**rerun, "shard_total": 1}).status_code == 201
+    shard = main_run(MAIN_RUNS)[0]
+    results = [
+        replaced(r, outcome="failed", rank_errors=[{"rank": 0, "phase": "call", "message": "x"}])
+        if r.nodeid.endswith("[p2p]")
+        else r
+        for r in shard.results
+    ]
+    rerun = replaced(shard, ci_run_id="3000", shard_total=1, results=results)
+    assert send(client, rerun).status_code == 201
     after = client.get(f"{API}/dashboard").json()
     assert after["runs"][0]["run"]["ci_run_id"] == "3000"
     assert config("p2p") in {f["config"] for f in after["flaky"]}
@@ -177,9 +178,9 @@ def test_run_twin_splits_world_start_up_from_test_time(client: TestClient) -> No
         record("b", duration_s=2.0, batch=world(0, 4.0)),
         record("c", duration_s=3.0, batch=world(1, 5.0)),
     ]
-    client.post(
-        "/api/v1/uploads",
-        json=envelope(results, ci_run_id="900", started_at=started, ended_at=ended),
+    send(
+        client,
+        envelope(results, ci_run_id="900", started_at=started, ended_at=ended),
     )
     shard = client.get(f"{API}/runs/900/detail").json()["shards"][0]
     assert shard["worlds"] == 2
@@ -191,7 +192,7 @@ def test_run_twin_splits_world_start_up_from_test_time(client: TestClient) -> No
 def test_a_run_page_links_the_ci_run_only_where_github_ran_it(client: TestClient) -> None:
     for run_id in ("4242", "local-20250615T150810Z"):
         body = envelope([record("p2p")], ci_run_id=run_id, ci_attempt=2)
-        assert client.post("/api/v1/uploads", json=body).status_code == 201
+        assert send(client, body).status_code == 201
     github = f"https://github.com/{REPO}/actions/runs/4242/attempts/2"
     assert client.get(f"{API}/runs/4242/detail").json()["ci_run_url"] == github
     assert f'<a id="ci-run" href="{github}">CI run</a>' in client.get(f"/ui/{REPO}/runs/4242").text

@@ -8,9 +8,12 @@ the tests check against are computed here, next to the data that produces them.
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
-from typing import Any, Protocol
+from typing import Any
 
-from tests.server.service_builders import REPO, config, envelope, record, sha
+import httpx
+
+from cpci.schema import ResultRecord, RunEnvelope
+from tests.builders import REPO, config, envelope, record, send, sha
 
 XSS = "<script>alert(1)</script>"
 NAMES = ("p2p", "a2a", "ring", "all_gather", XSS)
@@ -19,10 +22,6 @@ PR, PR_HEAD = 7, "c" * 40
 START = datetime(2025, 1, 1, tzinfo=timezone.utc)
 PR_FAILS = ("p2p", XSS)
 HTML_MESSAGE = "<b>NCCL</b> watchdog timeout after {s}s on 0x{addr:x} rank {rank}"
-
-
-class Poster(Protocol):
-    def post(self, url: str, *, json: Any) -> Any: ...
 
 
 def a2a_fails(run: int) -> bool:
@@ -35,9 +34,7 @@ def ring_shard(run: int) -> int:
     return run % 2
 
 
-def _result(
-    name: str, run: int, position: int, failed: bool, message: str | None
-) -> dict[str, Any]:
+def _result(name: str, run: int, position: int, failed: bool, message: str | None) -> ResultRecord:
     extra: dict[str, Any] = {
         "duration_s": 1.0 + position * 0.5 + (run % 4) * 0.1,
         "metrics": {"max_abs_err": 10.0 ** -(3 + run % 3)},
@@ -48,9 +45,9 @@ def _result(
     return record(name, "failed" if failed else "passed", **extra)
 
 
-def main_run(run: int) -> list[dict[str, Any]]:
+def main_run(run: int) -> list[RunEnvelope]:
     """The two shard bodies of main run `run` (1-based)."""
-    shards: list[list[dict[str, Any]]] = [[], []]
+    shards: list[list[ResultRecord]] = [[], []]
     for position, name in enumerate(NAMES):
         shard = ring_shard(run) if name == "ring" else position % 2
         failed = (name == "a2a" and a2a_fails(run)) or (name == "ring" and shard == 1)
@@ -73,7 +70,7 @@ def main_run(run: int) -> list[dict[str, Any]]:
     ]
 
 
-def pull_request() -> list[dict[str, Any]]:
+def pull_request() -> list[RunEnvelope]:
     """PR #7 against the last main commit: p2p and the XSS-named config newly fail."""
     results = [
         _result(name, 99, position, name in PR_FAILS, "<i>p2p</i> mismatch at 0x1f")
@@ -94,10 +91,10 @@ def pull_request() -> list[dict[str, Any]]:
     ]
 
 
-def seed(client: Poster) -> None:
+def seed(client: httpx.Client) -> None:
     bodies = [body for run in range(1, MAIN_RUNS + 1) for body in main_run(run)]
     for body in [*bodies, *pull_request()]:
-        response = client.post("/api/v1/uploads", json=body)
+        response = send(client, body)
         assert response.status_code == 201, response.text
 
 

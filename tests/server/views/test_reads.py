@@ -10,11 +10,11 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 from sqlmodel import Session, select
 
-from cpci.schema import UploadReceipt
+from cpci.schema import RunEnvelope, UploadReceipt
 from cpci.server.crud.history import observations
 from cpci.server.models import Config, EnvironmentFingerprint
 from cpci.urls import Links
-from tests.server.service_builders import HEAD, REPO, config, envelope, record, sha, upload
+from tests.builders import HEAD, REPO, config, envelope, record, replaced, sha, upload
 
 MAIN_RUNS = 12
 FLAKY = "FPFPFPFPFPFP"  # on main, one letter per run
@@ -35,7 +35,7 @@ def seed_main(client: TestClient) -> None:
         upload(client, envelope(results, commit=sha(n), ci_run_id=str(n)))
 
 
-def pr_shards(pr: int = 7, base: str = sha(MAIN_RUNS), run: str = "200") -> list[dict[str, Any]]:
+def pr_shards(pr: int = 7, base: str = sha(MAIN_RUNS), run: str = "200") -> list[RunEnvelope]:
     common = {
         "commit": HEAD,
         "branch": "feature",
@@ -146,7 +146,7 @@ def test_rerun_attempt_that_passes_makes_the_config_flaky_not_passed(client: Tes
     first, second = pr_shards()
     upload(client, first)
     upload(client, second)
-    rerun = {**second, "ci_attempt": 2, "results": [record("new")]}
+    rerun = replaced(second, ci_attempt=2, results=[record("new")])
     upload(client, rerun)
     done = report(client)
     assert done["head_runs"][0]["ci_attempt"] == 2

@@ -16,9 +16,10 @@ import httpx
 import pytest
 from sqlalchemy import Engine
 
+from cpci.schema import Outcome, ResultRecord
 from cpci.server import Settings, create_app
+from tests.builders import REPO, config, envelope, record, replaced, sha, upload
 from tests.live_server import serve
-from tests.server.service_builders import REPO, config, envelope, record, sha
 
 API = f"/api/v1/repos/{REPO}"
 BASE_RUNS = 30
@@ -36,11 +37,6 @@ def http(engine: Engine, db_url: str, token: str) -> Iterator[httpx.Client]:
         yield client
 
 
-def send(http: httpx.Client, body: dict[str, Any]) -> None:
-    response = http.post("/api/v1/uploads", json=body)
-    assert response.status_code == 201, response.text
-
-
 def seed_main(http: httpx.Client, leg: str = "") -> None:
     """BASE_RUNS branch runs of main: `stable` always passes, `flaky` fails as FLAKY_RUNS says."""
     for n in range(1, BASE_RUNS + 1):
@@ -51,23 +47,23 @@ def seed_main(http: httpx.Client, leg: str = "") -> None:
         )
         results = [record("stable"), record("other"), flaky]
         extra = {"leg": leg} if leg else {}
-        send(http, envelope(results, commit=sha(n), ci_run_id=str(n), **extra))
+        upload(http, envelope(results, commit=sha(n), ci_run_id=str(n), **extra))
 
 
-def attempts(name: str, outcome: str, message: str, k: int = 3) -> list[dict[str, Any]]:
+def attempts(name: str, outcome: Outcome, message: str, k: int = 3) -> list[ResultRecord]:
     """The runner's record of a config that failed its first run and both reruns."""
     return [record(name, outcome, message=message, attempt=a) for a in range(1, k + 1)]
 
 
-def rerun_flake(name: str, message: str) -> list[dict[str, Any]]:
+def rerun_flake(name: str, message: str) -> list[ResultRecord]:
     """Failed once, passed on the rerun: the pass is recorded as flaky."""
     return [record(name, "failed", message=message), record(name, attempt=2, flaky=True)]
 
 
-def pr(http: httpx.Client, number: int, results: list[dict[str, Any]], **fields: Any) -> None:
+def pr(http: httpx.Client, number: int, results: list[ResultRecord], **fields: Any) -> None:
     head = {"commit": f"{number:x}" * 8, "branch": f"pr-{number}", "pull_request": number}
     body = envelope(results, base_commit=sha(BASE_RUNS), **{"ci_run_id": f"pr{number}", **head})
-    send(http, body | fields)
+    upload(http, replaced(body, **fields))
 
 
 def report(http: httpx.Client, number: int) -> dict[str, Any]:
@@ -166,7 +162,7 @@ def test_matrix_legs_are_judged_against_the_same_leg(http: httpx.Client) -> None
     seed_main(http, leg="h100")
     for n in (BASE_RUNS,):  # the base also ran on an A100 leg
         results = [record("stable"), record("other"), record("flaky")]
-        send(http, envelope(results, commit=sha(n), ci_run_id=str(n), leg="a100"))
+        upload(http, envelope(results, commit=sha(n), ci_run_id=str(n), leg="a100"))
     results_h100 = [record("stable"), record("other"), record("flaky")]
     results_a100 = [record("stable"), *attempts("other", "failed", "AssertionError: A100 only")]
     pr(http, 11, results_h100, leg="h100")
@@ -202,13 +198,13 @@ def test_timings_are_compared_with_the_same_leg(http: httpx.Client) -> None:
     for n in range(1, 6):
         for leg, seconds in (("h100", 1.0), ("a100", 3.0)):
             body = envelope([record("stable", duration_s=seconds)], commit=sha(n), leg=leg)
-            send(http, body | {"ci_run_id": str(n)})
+            upload(http, replaced(body, ci_run_id=str(n)))
     head = {"base_commit": sha(5), "commit": "e" * 40, "pull_request": 13, "branch": "pr-13"}
     for leg, seconds in (("h100", 1.0), ("a100", 3.05)):
-        send(http, envelope([record("stable", duration_s=seconds)], leg=leg, **head))
+        upload(http, envelope([record("stable", duration_s=seconds)], leg=leg, **head))
     assert report(http, 13)["duration_regressions"] == []
     head = {**head, "commit": "d" * 40, "ci_run_id": "pr13b"}
     for leg in ("h100", "a100"):
-        send(http, envelope([record("stable", duration_s=3.0)], leg=leg, **head))
+        upload(http, envelope([record("stable", duration_s=3.0)], leg=leg, **head))
     (slow,) = report(http, 13)["duration_regressions"]
     assert slow["shift"]["baseline_median"] == 1.0

@@ -14,10 +14,11 @@ import pytest
 from sqlalchemy import Engine, func
 from sqlmodel import Session, select
 
+from cpci.schema import Outcome, RunEnvelope
 from cpci.server.crud.tokens import create_token
 from cpci.server.models import Result, Run, Shard
+from tests.builders import BASE, HEAD, REPO, envelope, record, send
 from tests.server.oidc_keys import MERGE, Keys, oidc_service, pull_request_claims
-from tests.server.service_builders import BASE, HEAD, REPO, envelope, record
 
 
 @pytest.fixture
@@ -37,13 +38,7 @@ def tokens(engine: Engine) -> dict[str, str]:
     return made
 
 
-def post(base_url: str, bearer: str, body: dict[str, Any]) -> httpx.Response:
-    return httpx.post(
-        f"{base_url}/api/v1/uploads", json=body, headers={"Authorization": f"Bearer {bearer}"}
-    )
-
-
-def pr_run(run: str, outcome: str = "failed", **fields: Any) -> dict[str, Any]:
+def pr_run(run: str, outcome: Outcome = "failed", **fields: Any) -> RunEnvelope:
     """A run of PR 7 (head HEAD, merge commit MERGE) whose config `p2p` ends `outcome`."""
     return envelope(
         [record("p2p", outcome, message="boom" if outcome == "failed" else None)],
@@ -57,7 +52,7 @@ def pr_run(run: str, outcome: str = "failed", **fields: Any) -> dict[str, Any]:
     )
 
 
-def main_run(run: str, **fields: Any) -> dict[str, Any]:
+def main_run(run: str, **fields: Any) -> RunEnvelope:
     """A run of main at BASE whose config `p2p` passed."""
     return envelope([record("p2p")], ci_run_id=run, **fields)
 
@@ -73,9 +68,9 @@ def rows(engine: Engine) -> dict[str, int]:
 def test_a_pr_credential_that_takes_mains_run_id_first_cannot_keep_main_out(
     base_url: str, keys: Keys, tokens: dict[str, str]
 ) -> None:
-    squat = post(base_url, tokens["pr"], pr_run("555", shard_total=2))
+    squat = send(base_url, pr_run("555", shard_total=2), token=tokens["pr"])
     assert squat.status_code == 201, squat.text
-    main = post(base_url, keys.token(run_id="555"), main_run("555"))
+    main = send(base_url, main_run("555"), token=keys.token(run_id="555"))
     assert main.status_code == 201, main.text
     receipt = main.json()
     assert (receipt["status"], receipt["shards"]["text"]) == ("stored", "1/1 shards reported")
@@ -91,7 +86,7 @@ def test_a_pr_credential_that_takes_mains_run_id_first_cannot_keep_main_out(
     report = httpx.get(f"{base_url}/api/v1/repos/{REPO}/pulls/7/report").json()
     assert [r["ci_run_id"] for r in report["head_runs"]] == ["555"]
     # ... but the id is main's now: the PR may not add to it either.
-    more = post(base_url, tokens["pr"], pr_run("555", shard_total=2, shard_index=1))
+    more = send(base_url, pr_run("555", shard_total=2, shard_index=1), token=tokens["pr"])
     assert more.status_code == 403, more.text
     assert "run 555 of acme/attn is a branch run" in more.json()["detail"]
 
@@ -112,16 +107,16 @@ def test_a_pr_upload_can_never_add_to_a_branch_run(
     tokens: dict[str, str],
     engine: Engine,
     credential: str,
-    body: dict[str, Any],
+    body: RunEnvelope,
 ) -> None:
-    assert post(base_url, tokens["branch"], main_run("100")).status_code == 201
+    assert send(base_url, main_run("100"), token=tokens["branch"]).status_code == 201
     before = rows(engine)
     bearer = {
         "pr-token": tokens["pr"],
         "branch-token-for-a-pr": tokens["branch"],
         "pr-oidc": keys.token(**pull_request_claims(7, run_id="100")),
     }[credential]
-    refused = post(base_url, bearer, body)
+    refused = send(base_url, body, token=bearer)
     assert refused.status_code == 403, refused.text
     detail = refused.json()["detail"]
     assert "run 100 of acme/attn is a branch run (branch 'main' at aaaaaaaaaaaa" in detail
@@ -134,8 +129,8 @@ def test_a_pr_upload_can_never_add_to_a_branch_run(
 
 def test_branch_runs_add_attempts_to_their_own_run(base_url: str, tokens: dict[str, str]) -> None:
     """The rule is about scope, not order: the branch's own rerun still adds its attempt."""
-    assert post(base_url, tokens["branch"], main_run("100")).status_code == 201
-    rerun = post(base_url, tokens["branch"], main_run("100", ci_attempt=2))
+    assert send(base_url, main_run("100"), token=tokens["branch"]).status_code == 201
+    rerun = send(base_url, main_run("100", ci_attempt=2), token=tokens["branch"])
     assert rerun.status_code == 201, rerun.text
     summary = httpx.get(f"{base_url}/api/v1/repos/{REPO}/runs/100").json()
     assert summary["attempts"] == [1, 2]

@@ -15,8 +15,8 @@ from cpci.server.core.db import create_db_engine
 from cpci.server.core.errors import Unauthorized, Unavailable
 from cpci.server.core.migrate import upgrade
 from cpci.server.core.oidc import OidcVerifier
+from tests.builders import REPO, envelope, record, send
 from tests.server.oidc_keys import AUDIENCE, ISSUER, Keys, jwks_server, oidc_service
-from tests.server.service_builders import REPO, envelope, record
 
 
 @dataclass
@@ -75,12 +75,12 @@ def test_25_junk_key_ids_through_the_service_cost_at_most_one_fetch(
         body = envelope([record("p2p")])
         for i in range(25):
             junk = {"Authorization": f"Bearer {jwks.token(kid=f'junk-{i}')}"}
-            response = client.post("/api/v1/uploads", json=body, headers=junk)
+            response = send(client, body, headers=junk)
             assert response.status_code == 401, response.text
             assert "unknown key id" in response.json()["detail"]
         assert jwks.requests <= 1
         good = {"Authorization": f"Bearer {jwks.token()}"}
-        assert client.post("/api/v1/uploads", json=body, headers=good).status_code == 201
+        assert send(client, body, headers=good).status_code == 201
         assert jwks.requests <= 1
 
 

@@ -14,7 +14,7 @@ from cpci.server.core import migrate
 from cpci.server.core.db import create_db_engine
 from tests.server.databases import fresh_database
 
-REPO_ROOT = Path(__file__).parents[2]
+REPO_ROOT = Path(__file__).parents[3]
 
 
 def test_processes_migrating_one_fresh_database_at_once_all_succeed(

@@ -13,10 +13,19 @@ from sqlalchemy import Engine, func
 from sqlalchemy.exc import OperationalError
 from sqlmodel import Session, select
 
-from cpci.schema import ENVIRONMENT_LENGTHS, Environment, RunEnvelope
+from cpci.schema import ENVIRONMENT_LENGTHS, Environment
 from cpci.server.models import Config, EnvironmentFingerprint, Result, Run, Shard
+from tests.builders import REPO, as_json, envelope, record, send, upload
 from tests.server.databases import ClientFactory
-from tests.server.service_builders import REPO, envelope, record, upload
+
+
+def altered(result: dict[str, Any] | None = None, **fields: Any) -> dict[str, Any]:
+    """The body of a one-result upload with `fields` (and its result's `result`) changed by
+    hand, as no uploader would send it."""
+    sent_body = as_json(envelope([record("p2p")]))
+    sent_body.update(fields)
+    sent_body["results"][0].update(result or {})
+    return sent_body
 
 
 def counts(engine: Engine) -> dict[str, int]:
@@ -36,10 +45,10 @@ def test_upload_stores_every_result_with_its_details(client: TestClient, engine:
         shard_total=2,
     )
     receipt = upload(client, body)
-    assert receipt["status"] == "stored"
-    assert receipt["results"] == 2
-    assert receipt["shards"]["text"] == "1/2 shards reported"
-    assert receipt["shards"]["missing"] == [1]
+    assert receipt.status == "stored"
+    assert receipt.results == 2
+    assert receipt.shards.text == "1/2 shards reported"
+    assert receipt.shards.missing == [1]
     with Session(engine) as session:
         rows = session.exec(select(Result).order_by(Result.id)).all()  # type: ignore[arg-type]
         assert [(r.outcome, r.attempt, r.duration_s) for r in rows] == [
@@ -60,7 +69,7 @@ def test_same_shard_twice_stores_nothing_twice(client: TestClient, engine: Engin
     # Key order and whitespace do not matter: the content does.
     again = client.post(
         "/api/v1/uploads",
-        content=__import__("json").dumps(dict(reversed(list(body.items())))),
+        content=json.dumps(dict(reversed(list(as_json(body).items())))),
         headers={"content-type": "application/json"},
     )
     assert again.status_code == 200, again.text
@@ -71,7 +80,7 @@ def test_same_shard_twice_stores_nothing_twice(client: TestClient, engine: Engin
 def test_different_body_for_same_shard_is_a_conflict(client: TestClient, engine: Engine) -> None:
     upload(client, envelope([record("p2p")]))
     before = counts(engine)
-    response = client.post("/api/v1/uploads", json=envelope([record("p2p", "failed")]))
+    response = send(client, envelope([record("p2p", "failed")]))
     assert response.status_code == 409
     assert "shard 0 of run 100 attempt 1" in response.json()["detail"]
     assert "new ci_attempt" in response.json()["detail"]
@@ -80,9 +89,7 @@ def test_different_body_for_same_shard_is_a_conflict(client: TestClient, engine:
 
 def test_shards_disagreeing_on_run_fields_conflict(client: TestClient) -> None:
     upload(client, envelope([record("p2p")], shard_total=2))
-    response = client.post(
-        "/api/v1/uploads", json=envelope([record("a2a")], shard_index=1, shard_total=3)
-    )
+    response = send(client, envelope([record("a2a")], shard_index=1, shard_total=3))
     assert response.status_code == 409
     assert "shard_total: stored 2, sent 3" in response.json()["detail"]
 
@@ -92,7 +99,7 @@ def test_oversized_upload_is_413_and_writes_nothing(
 ) -> None:
     client = make_client(max_upload_bytes=2048)
     client.headers["Authorization"] = f"Bearer {token}"
-    response = client.post("/api/v1/uploads", json=envelope([record(f"c{i}") for i in range(50)]))
+    response = send(client, envelope([record(f"c{i}") for i in range(50)]))
     assert response.status_code == 413
     assert "CPCI_MAX_UPLOAD_BYTES" in response.json()["detail"]
     assert counts(engine)["Result"] == 0
@@ -101,19 +108,19 @@ def test_oversized_upload_is_413_and_writes_nothing(
 @pytest.mark.parametrize(
     ("body", "path"),
     [
-        (envelope([record("p2p", outcome="exploded")]), "results[0].outcome"),
-        (envelope([record("p2p", duration_s=-1)]), "results[0].duration_s"),
-        (envelope([record("p2p")], commit="not-a-sha"), "commit"),
-        (envelope([record("p2p")], shard_index=2, shard_total=2), "shard_index"),
-        (envelope([record("p2p", surprise=1)]), "results[0].surprise"),
+        (altered(result={"outcome": "exploded"}), "results[0].outcome"),
+        (altered(result={"duration_s": -1}), "results[0].duration_s"),
+        (altered(commit="not-a-sha"), "commit"),
+        (altered(shard_index=2, shard_total=2), "shard_index"),
+        (altered(result={"surprise": 1}), "results[0].surprise"),
         # Longer than its column: PostgreSQL would refuse the row after the upload was accepted.
-        (envelope([record("p2p")], environment={"gpu": "G" * 201}), "environment.gpu"),
+        (altered(environment={"gpu": "G" * 201}), "environment.gpu"),
     ],
 )
 def test_schema_errors_are_422_with_the_field_path(
     client: TestClient, engine: Engine, body: dict[str, Any], path: str
 ) -> None:
-    response = client.post("/api/v1/uploads", json=body)
+    response = send(client, body)
     assert response.status_code == 422, response.text
     assert path in [e["path"] for e in response.json()["errors"]]
     assert response.json()["detail"].startswith(path)
@@ -138,14 +145,14 @@ def test_not_json_is_422(client: TestClient) -> None:
 @pytest.mark.parametrize(
     ("body", "named"),
     [
-        ({**envelope([record("p2p")]), "schema": "cpci.run/2"}, "cpci.run/1"),
-        (envelope([{**record("p2p"), "schema": "cpci.result/9"}]), "cpci.result/1"),
+        (altered(schema="cpci.run/2"), "cpci.run/1"),
+        (altered(result={"schema": "cpci.result/9"}), "cpci.result/1"),
     ],
 )
 def test_unknown_schema_version_is_400_naming_the_supported(
     client: TestClient, body: dict[str, Any], named: str
 ) -> None:
-    response = client.post("/api/v1/uploads", json=body)
+    response = send(client, body)
     assert response.status_code == 400
     assert response.json()["code"] == "unsupported_schema"
     assert named in response.json()["detail"]
@@ -163,7 +170,7 @@ def test_failure_mid_upload_writes_nothing(
         raise OperationalError("INSERT", {}, Exception("disk I/O error"))
 
     monkeypatch.setattr(ingest, "_ensure_configs", configs_then_outage)
-    response = client.post("/api/v1/uploads", json=envelope([record("p2p")]))
+    response = send(client, envelope([record("p2p")]))
     assert response.status_code == 503
     assert "retry" in response.json()["detail"]
     assert counts(engine) == {"Run": 0, "Shard": 0, "Config": 0, "Result": 0}
@@ -174,14 +181,14 @@ def test_concurrent_shards_of_a_new_run_are_all_stored(client: TestClient, engin
     statuses: list[int] = []
     barrier = threading.Barrier(total)
 
-    def send(index: int) -> None:
+    def send_shard(index: int) -> None:
         body = envelope(
             [record("shared"), record(f"own{index}")], shard_index=index, shard_total=total
         )
         barrier.wait()
-        statuses.append(client.post("/api/v1/uploads", json=body).status_code)
+        statuses.append(send(client, body).status_code)
 
-    threads = [threading.Thread(target=send, args=(i,)) for i in range(total)]
+    threads = [threading.Thread(target=send_shard, args=(i,)) for i in range(total)]
     for t in threads:
         t.start()
     for t in threads:
@@ -219,12 +226,12 @@ def test_awkward_text_survives_the_bulk_paths(client: TestClient, engine: Engine
         assert (rows[1].rank_errors, rows[1].metrics, rows[1].batch) == (None, None, None)
         config = session.exec(select(Config).where(Config.id == rows[0].config_id)).one()
         assert config.params == {"name": "a'b\"c\\d\n"}
-    assert upload(client, body, expect=200)["status"] == "duplicate"
+    assert upload(client, body, expect=200).status == "duplicate"
 
 
 def test_a_shard_without_results_is_stored(client: TestClient, engine: Engine) -> None:
     receipt = upload(client, envelope([], shard_total=2))
-    assert (receipt["status"], receipt["results"]) == ("stored", 0)
+    assert (receipt.status, receipt.results) == ("stored", 0)
     assert counts(engine) == {"Run": 1, "Shard": 1, "Config": 0, "Result": 0}
 
 
@@ -235,15 +242,15 @@ def test_a_shard_stored_before_the_schema_grew_is_a_duplicate_when_sent_again(
     this one receives again (no base_branch, merge_commit) must not be a conflict."""
     body = envelope([record("p2p")])
     upload(client, body)
-    sent = RunEnvelope.model_validate(body).model_dump(mode="json", by_alias=True)
+    then_sent = as_json(body)
     for added in ("base_branch", "merge_commit"):
-        del sent[added]
-    then = hashlib.sha256(json.dumps(sent, separators=(",", ":")).encode()).hexdigest()
+        del then_sent[added]
+    then = hashlib.sha256(json.dumps(then_sent, separators=(",", ":")).encode()).hexdigest()
     with Session(engine) as session:
         shard = session.exec(select(Shard)).one()
         shard.body_sha256 = then
         session.add(shard)
         session.commit()
-    assert upload(client, body, expect=200)["status"] == "duplicate"
-    changed = client.post("/api/v1/uploads", json=envelope([record("p2p", "failed")]))
+    assert upload(client, body, expect=200).status == "duplicate"
+    changed = send(client, envelope([record("p2p", "failed")]))
     assert changed.status_code == 409

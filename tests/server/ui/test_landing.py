@@ -11,8 +11,8 @@ from sqlmodel import Session
 
 from cpci.server import Settings, create_app
 from cpci.server.crud.tokens import create_token
+from tests.builders import envelope, record, send
 from tests.live_server import serve
-from tests.server.service_builders import envelope, record
 
 
 class Links(HTMLParser):
@@ -37,9 +37,7 @@ def seed(client: httpx.Client, engine: Engine) -> None:
             session.commit()
         for i in range(runs):
             body = envelope([record("p2p")], repository=repository, ci_run_id=f"{i}")
-            response = client.post(
-                "/api/v1/uploads", json=body, headers={"Authorization": f"Bearer {token}"}
-            )
+            response = send(client, body, headers={"Authorization": f"Bearer {token}"})
             assert response.status_code == 201, response.text
 
 

@@ -14,9 +14,9 @@ from sqlmodel import Session, select
 
 from cpci.server.crud.tokens import create_token, revoke_token
 from cpci.server.models import Run, UploadToken
+from tests.builders import REPO, envelope, record, send, upload
 from tests.server.databases import ClientFactory
 from tests.server.oidc_keys import AUDIENCE, ISSUER, REPO_ID, Keys, jwks_server, oidc_service
-from tests.server.service_builders import REPO, envelope, record, upload
 
 
 def runs(engine: Engine) -> int:
@@ -38,7 +38,7 @@ def test_bad_or_missing_credentials_write_nothing(
 ) -> None:
     client = make_client()
     headers = {"Authorization": header} if header else {}
-    response = client.post("/api/v1/uploads", json=envelope([record("p2p")]), headers=headers)
+    response = send(client, envelope([record("p2p")]), headers=headers)
     assert response.status_code == status
     assert says in response.json()["detail"]
     assert response.headers["www-authenticate"] == "Bearer"
@@ -46,9 +46,7 @@ def test_bad_or_missing_credentials_write_nothing(
 
 
 def test_token_of_another_repository_is_forbidden(client: TestClient, engine: Engine) -> None:
-    response = client.post(
-        "/api/v1/uploads", json=envelope([record("p2p")], repository="other/repo")
-    )
+    response = send(client, envelope([record("p2p")], repository="other/repo"))
     assert response.status_code == 403
     assert f"is for {REPO}, not other/repo" in response.json()["detail"]
     assert runs(engine) == 0
@@ -64,7 +62,7 @@ def test_tokens_are_stored_hashed_and_can_be_revoked(
         assert stored.id is not None
         assert revoke_token(session=session, token_id=stored.id)
         session.commit()
-    response = client.post("/api/v1/uploads", json=envelope([record("p2p")]))
+    response = send(client, envelope([record("p2p")]))
     assert response.status_code == 401
 
 
@@ -109,12 +107,12 @@ def oidc_client(make_client: ClientFactory, jwks_url: str) -> Iterator[TestClien
 
 def test_valid_oidc_token_uploads(oidc_client: TestClient, keys: Keys, engine: Engine) -> None:
     headers = {"Authorization": f"Bearer {keys.token()}"}
-    response = oidc_client.post("/api/v1/uploads", json=envelope([record("p2p")]), headers=headers)
+    response = send(oidc_client, envelope([record("p2p")]), headers=headers)
     assert response.status_code == 201, response.text
     again = envelope([record("p2p")], ci_run_id="101")
     fetched = keys.jwks_requests
     headers = {"Authorization": f"Bearer {keys.token(run_id='101')}"}  # run 101's own token
-    assert oidc_client.post("/api/v1/uploads", json=again, headers=headers).status_code == 201
+    assert send(oidc_client, again, headers=headers).status_code == 201
     assert keys.jwks_requests == fetched, "the JWKS is cached between uploads"
     assert runs(engine) == 2
 
@@ -136,7 +134,7 @@ def test_bad_oidc_tokens_are_refused(
     oidc_client: TestClient, keys: Keys, engine: Engine, make_token: Any, status: int, says: str
 ) -> None:
     headers = {"Authorization": f"Bearer {make_token(keys)}"}
-    response = oidc_client.post("/api/v1/uploads", json=envelope([record("p2p")]), headers=headers)
+    response = send(oidc_client, envelope([record("p2p")]), headers=headers)
     assert response.status_code == status, response.text
     assert says in response.json()["detail"]
     assert runs(engine) == 0
@@ -153,7 +151,7 @@ def test_unreachable_jwks_is_503_naming_the_setting(
             oidc_allowed_repositories=(REPO,),
         )
         headers = {"Authorization": f"Bearer {keys.token()}"}
-        response = client.post("/api/v1/uploads", json=envelope([record("p2p")]), headers=headers)
+        response = send(client, envelope([record("p2p")]), headers=headers)
     assert response.status_code == 503
     assert "CPCI_OIDC_JWKS_URL" in response.json()["detail"]
     assert runs(engine) == 0
@@ -166,7 +164,7 @@ def test_token_reads_check_the_github_id_bound_to_the_name(
     the same `repository` but another `repository_id`: they read nothing of the old history."""
     with oidc_service(db_url=db_url, keys=keys, engine=engine, read_access="token") as url:
         own = {"Authorization": f"Bearer {keys.token()}"}
-        stored = httpx.post(f"{url}/api/v1/uploads", json=envelope([record("p2p")]), headers=own)
+        stored = send(url, envelope([record("p2p")]), headers=own)
         assert stored.status_code == 201, stored.text  # binds acme/attn to REPO_ID
         recreated = {"Authorization": f"Bearer {keys.token(repository_id='9999')}"}
         for path in (f"/api/v1/repos/{REPO}/runs/100", f"/ui/{REPO}/runs/100"):

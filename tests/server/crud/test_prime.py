@@ -26,9 +26,9 @@ from cpci.server.crud.prime import Priming, prime_pull_reports
 from cpci.server.crud.shard_cache import CacheEvent, KindCounts, ShardCache
 from cpci.server.models import utcnow
 from cpci.urls import Links
+from tests.builders import BASE, REPO, config, envelope, record, sha, upload
 from tests.live_server import serve
 from tests.server.databases import ClientFactory
-from tests.server.service_builders import BASE, REPO, config, envelope, record, sha, upload
 
 CONFIGS = 30
 #: Start-up priming and the upload's warm step off: what the seeding service does.

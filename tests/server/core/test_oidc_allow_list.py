@@ -17,8 +17,8 @@ from sqlmodel import Session, select
 from cpci.server import Settings
 from cpci.server.core.provenance import OidcAllowList, OidcClaims
 from cpci.server.models import Repository
+from tests.builders import BASE, REPO, envelope, send
 from tests.server.oidc_keys import REPO_ID, Keys, oidc_service
-from tests.server.service_builders import BASE, REPO, envelope, record
 
 #: A repository allow-listed by id only: GitHub's id survives a rename.
 RENAMED, RENAMED_ID = "acme-old/attn-renamed", "777"
@@ -48,10 +48,8 @@ def token_of(keys: Keys, repository: str, repository_id: str | None) -> str:
 
 
 def upload(base_url: str, bearer: str, repository: str) -> httpx.Response:
-    body = envelope([record("p2p")], repository=repository)
-    return httpx.post(
-        f"{base_url}/api/v1/uploads", json=body, headers={"Authorization": f"Bearer {bearer}"}
-    )
+    """One passing config of `repository`, sent with `bearer`."""
+    return send(base_url, envelope(repository=repository), token=bearer)
 
 
 def repositories(engine: Engine) -> set[str]:

@@ -17,14 +17,15 @@ import pytest
 from sqlalchemy import Engine
 from sqlmodel import Session, select
 
+from cpci.schema import RunEnvelope
 from cpci.server import Settings, create_app
 from cpci.server.core.trusted_branches import TrustedBranches
 from cpci.server.crud.repos import remember_default_branch
 from cpci.server.crud.tokens import create_token
 from cpci.server.models import CommitParent, Repository
+from tests.builders import REPO, config, envelope, record, send, sha
 from tests.live_server import serve
 from tests.server.oidc_keys import Keys, oidc_service
-from tests.server.service_builders import REPO, config, envelope, record, sha
 
 REGRESSED = "a"
 FAILURE = "AssertionError: max abs err 0.9 > 1e-3"
@@ -41,12 +42,8 @@ class Service:
     def __init__(self, url: str, tokens: dict[str, str]) -> None:
         self.url, self.tokens = url, tokens
 
-    def upload(self, body: dict[str, Any], scope: str = "branch", expect: int = 201) -> None:
-        response = httpx.post(
-            f"{self.url}/api/v1/uploads",
-            json=body,
-            headers={"Authorization": f"Bearer {self.tokens[scope]}"},
-        )
+    def upload(self, body: RunEnvelope, scope: str = "branch", expect: int = 201) -> None:
+        response = send(self.url, body, token=self.tokens[scope])
         assert response.status_code == expect, response.text
 
     def commits(self, bearer: str, branch: str | None, *links: tuple[str, str]) -> httpx.Response:

@@ -16,9 +16,9 @@ from sqlmodel import Session, col, func, select
 
 from cpci.server import Settings, create_app
 from cpci.server.models import Result, Shard, utcnow
+from tests.builders import REPO, envelope, record, send
 from tests.live_server import serve
 from tests.server.oidc_keys import AUDIENCE, ISSUER, Keys, jwks_server
-from tests.server.service_builders import REPO, envelope, record
 
 OTHER = "acme/other"
 
@@ -62,9 +62,7 @@ def upload(
         shard_total=9,
     )
     bearer = token_of(keys, repository)
-    return httpx.post(
-        f"{base_url}/api/v1/uploads", json=body, headers={"Authorization": f"Bearer {bearer}"}
-    )
+    return send(base_url, body, headers={"Authorization": f"Bearer {bearer}"})
 
 
 def age_shards(engine: Engine, by: timedelta, *, shard: int | None = None) -> None:

@@ -4,14 +4,13 @@ rerun."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi.testclient import TestClient
 
-from tests.server.service_builders import REPO, config, envelope, record, upload
+from cpci.schema import Outcome, ResultRecord
+from tests.builders import REPO, config, envelope, record, upload
 
 
-def attempts(name: str, *outcomes: str) -> list[dict[str, Any]]:
+def attempts(name: str, *outcomes: Outcome) -> list[ResultRecord]:
     """One config's records in one upload, as the runner writes them with reruns on."""
     out = []
     for n, outcome in enumerate(outcomes, start=1):

@@ -14,8 +14,8 @@ from sqlmodel import Session, col, select
 
 from cpci.server import Settings, create_app
 from cpci.server.models import Shard
+from tests.builders import REPO, as_json, envelope, record, replaced, send
 from tests.live_server import serve
-from tests.server.service_builders import REPO, envelope, record
 
 
 @pytest.fixture
@@ -32,10 +32,10 @@ def test_two_legs_with_the_same_shard_index_are_both_stored(
 ) -> None:
     h100 = envelope([record("p2p")], shard_total=2, leg="gpu,h100")
     a100 = envelope([record("p2p", "failed", message="nan")], shard_total=2, leg="a100,gpu")
-    first = http.post("/api/v1/uploads", json=h100)
+    first = send(http, h100)
     assert first.status_code == 201, first.text
     assert first.json()["shards"]["text"] == "1/2 shards reported"
-    second = http.post("/api/v1/uploads", json=a100)
+    second = send(http, a100)
     assert second.status_code == 201, second.text
     progress = second.json()["shards"]
     assert progress["text"] == "2/4 shards on 2 legs"
@@ -45,9 +45,7 @@ def test_two_legs_with_the_same_shard_index_are_both_stored(
         stored = session.exec(select(Shard.leg, Shard.shard_index).order_by(col(Shard.leg))).all()
     assert stored == [("a100,gpu", 0), ("gpu,h100", 0)]
     for leg in ("gpu,h100", "a100,gpu"):
-        last = http.post(
-            "/api/v1/uploads", json=envelope([], shard_total=2, shard_index=1, leg=leg)
-        )
+        last = send(http, envelope([], shard_total=2, shard_index=1, leg=leg))
     assert last.json()["shards"] == last.json()["shards"] | {
         "reported": 4,
         "expected": 4,
@@ -61,10 +59,10 @@ def test_two_legs_with_the_same_shard_index_are_both_stored(
 
 def test_a_leg_resent_is_a_duplicate_and_a_changed_body_a_conflict(http: httpx.Client) -> None:
     body = envelope([record("p2p")], leg="a100")
-    assert http.post("/api/v1/uploads", json=body).status_code == 201
-    again = http.post("/api/v1/uploads", json=body)
+    assert send(http, body).status_code == 201
+    again = send(http, body)
     assert (again.status_code, again.json()["status"]) == (200, "duplicate")
-    changed = http.post("/api/v1/uploads", json=envelope([record("a2a")], leg="a100"))
+    changed = send(http, envelope([record("a2a")], leg="a100"))
     assert changed.status_code == 409
     assert "shard 0 on leg 'a100'" in changed.json()["detail"]
 
@@ -77,10 +75,10 @@ def test_a_second_environment_without_a_leg_is_told_to_set_the_leg(
     http: httpx.Client, engine: Engine
 ) -> None:
     """A hand-written matrix that runs shard 0 on H100 and A100 without `leg`."""
-    first = http.post("/api/v1/uploads", json=envelope([record("p2p")], environment=H100))
+    first = send(http, envelope([record("p2p")], environment=H100))
     assert first.status_code == 201, first.text
     second = envelope([record("p2p", "failed", message="nan")], environment=A100)
-    refused = http.post("/api/v1/uploads", json=second)
+    refused = send(http, second)
     assert refused.status_code == 409, refused.text
     detail = refused.json()["detail"]
     assert "shard 0 of run 100 attempt 1 was already uploaded from another environment" in detail
@@ -91,30 +89,30 @@ def test_a_second_environment_without_a_leg_is_told_to_set_the_leg(
     with Session(engine) as session:
         assert len(session.exec(select(Shard)).all()) == 1, "nothing of it was stored"
     # Told, the job uploads under its leg, and both environments' shards are kept.
-    named = http.post("/api/v1/uploads", json={**second, "leg": "a100"})
+    named = send(http, replaced(second, leg="a100"))
     assert named.status_code == 201, named.text
     assert named.json()["shards"]["legs"] == ["", "a100"]
 
 
 def test_two_environments_sharing_a_leg_name_are_told_to_name_each(http: httpx.Client) -> None:
     body = envelope([record("p2p")], leg="gpu", environment=H100)
-    assert http.post("/api/v1/uploads", json=body).status_code == 201
-    refused = http.post("/api/v1/uploads", json={**body, "environment": A100})
+    assert send(http, body).status_code == 201
+    refused = send(http, replaced(body, environment=A100))
     assert refused.status_code == 409, refused.text
     assert "two matrix jobs share the leg name 'gpu'" in refused.json()["detail"]
 
 
 def test_an_envelope_without_a_leg_still_validates(http: httpx.Client) -> None:
-    body = envelope([record("p2p")])
-    assert "leg" not in body
-    response = http.post("/api/v1/uploads", json=body)
+    body = as_json(envelope([record("p2p")]))
+    del body["leg"]  # as an uploader from before legs sends it
+    response = send(http, body)
     assert response.status_code == 201, response.text
     assert response.json()["shards"]["legs"] == []
 
 
 @pytest.mark.parametrize("leg", ["x" * 201, "a\x00b"])
 def test_bad_legs_are_422(http: httpx.Client, leg: str) -> None:
-    response = http.post("/api/v1/uploads", json=envelope([record("p2p")], leg=leg))
+    response = send(http, {**as_json(envelope([record("p2p")])), "leg": leg})
     assert response.status_code == 422
     assert "leg" in [e["path"] for e in response.json()["errors"]]
 
@@ -123,14 +121,14 @@ def test_a_declared_leg_that_never_uploads_is_missing(http: httpx.Client) -> Non
     """The workflow names its legs: the report waits for a leg with no upload at all."""
     legs = ["a100,gpu", "gpu,h100"]
     body = envelope([record("p2p")], leg="gpu,h100", legs=legs)
-    progress = http.post("/api/v1/uploads", json=body).json()["shards"]
+    progress = send(http, body).json()["shards"]
     assert (progress["text"], progress["complete"]) == ("1/2 shards on 2 legs", False)
     assert progress["missing_by_leg"] == {"a100,gpu": [0]}
     other = envelope([record("p2p")], leg="a100,gpu", legs=legs)
-    assert http.post("/api/v1/uploads", json=other).json()["shards"]["complete"] is True
+    assert send(http, other).json()["shards"]["complete"] is True
     mismatched = envelope([], leg="a100,gpu", shard_index=0, legs=["a100,gpu"], ci_run_id="7")
-    assert http.post("/api/v1/uploads", json=mismatched).status_code == 201
+    assert send(http, mismatched).status_code == 201
     clash = envelope([], leg="gpu,h100", legs=legs, ci_run_id="7")
-    response = http.post("/api/v1/uploads", json=clash)
+    response = send(http, clash)
     assert response.status_code == 409
     assert "legs: stored ['a100,gpu']" in response.json()["detail"]

@@ -28,9 +28,9 @@ from cpci.server.analysis.pull_report import ConfigLeg, report_order
 from cpci.server.analysis.storms import StormPolicy, failure_signature, find_storms
 from cpci.server.analysis.verdicts import ResultView
 from cpci.server.crud.shard_cache import KindCounts, ShardCache
+from tests.builders import BASE, HEAD, REPO, config, envelope, record, upload
 from tests.live_server import serve
 from tests.server.cache_listener import Sequenced
-from tests.server.service_builders import BASE, HEAD, REPO, config, envelope, record
 
 NCCL = "NCCL error in: ProcessGroupNCCL.cpp:{n}, unhandled system error, NCCL version 2.{n}"
 
@@ -162,13 +162,6 @@ def test_sections_list_configs_by_key_then_leg() -> None:
 CONFIGS, CAP = 300, 50
 
 
-def upload(client: httpx.Client, token: str, body: dict[str, Any]) -> None:
-    response = client.post(
-        "/api/v1/uploads", json=body, headers={"Authorization": f"Bearer {token}"}
-    )
-    assert response.status_code == 201, response.text
-
-
 def names(items: list[dict[str, Any]]) -> list[str]:
     return [item["config"] for item in items]
 
@@ -184,7 +177,7 @@ def seed_storm(client: httpx.Client, token: str, head_outcome: str, message: str
     """A base where every config passes; a PR head where every config fails one way (on
     two attempts each, so only the storm rule can make them INFRA)."""
     base = [record(f"c{i:03d}") for i in range(CONFIGS)]
-    upload(client, token, envelope(base))
+    upload(client, envelope(base), token=token)
     head = [
         record(f"c{i:03d}", head_outcome, message=message.format(n=i), attempt=attempt)
         for i in range(CONFIGS)
@@ -192,10 +185,10 @@ def seed_storm(client: httpx.Client, token: str, head_outcome: str, message: str
     ]
     upload(
         client,
-        token,
         envelope(
             head, commit=HEAD, branch="feature", pull_request=7, base_commit=BASE, ci_run_id="200"
         ),
+        token=token,
     )
 
 
@@ -305,7 +298,6 @@ def test_a_rerun_clears_a_storm_the_service_has_read(
         rerun = [record(f"c{i:03d}", attempt=3) for i in range(CONFIGS)]
         upload(
             client,
-            token,
             envelope(
                 rerun,
                 commit=HEAD,
@@ -315,6 +307,7 @@ def test_a_rerun_clears_a_storm_the_service_has_read(
                 ci_run_id="200",
                 ci_attempt=2,
             ),
+            token=token,
         )
         after = PullRequestReport.model_validate(client.get(urls.api_pull_report(REPO, 7)).json())
         section = client.get(urls.api_pull_report_section(REPO, 7, "infra", 0)).json()
@@ -395,10 +388,10 @@ def test_only_the_upload_that_completes_the_head_builds_it(
         "ci_run_id": "200",
     }
     with serve(app) as url, httpx.Client(base_url=url, timeout=60) as client:
-        upload(client, token, envelope([record("c000"), record("c001")]))
+        upload(client, envelope([record("c000"), record("c001")]), token=token)
         for index in (0, 1):
             head = [record(f"c00{index}", "failed", message="AssertionError: 0.5 > 0.01")]
-            upload(client, token, envelope(head, shard_index=index, shard_total=2, **pr))
+            upload(client, envelope(head, shard_index=index, shard_total=2, **pr), token=token)
             assert cache.counts("pull_head").loads == index
         report = PullRequestReport.model_validate(client.get(urls.api_pull_report(REPO, 7)).json())
     assert [v.config for v in report.new_failures] == [config("c000"), config("c001")]

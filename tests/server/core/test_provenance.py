@@ -18,8 +18,8 @@ from cpci.server.core.errors import Forbidden
 from cpci.server.core.provenance import Credential, OidcClaims, check_upload
 from cpci.server.crud.tokens import create_token
 from cpci.server.models import Repository, Run
+from tests.builders import BASE, REPO, envelope, record, send
 from tests.server.oidc_keys import MERGE, REPO_ID, Keys, oidc_service, pull_request_claims
-from tests.server.service_builders import BASE, REPO, envelope, record
 
 FORK_WORKFLOW = f"{REPO}/.github/workflows/cpci-fork-results.yml@refs/heads/main"
 
@@ -32,18 +32,12 @@ def base_url(engine: Engine, db_url: str, keys: Keys) -> Iterator[str]:
         yield url
 
 
-def post(base_url: str, bearer: str, body: dict[str, Any]) -> httpx.Response:
-    return httpx.post(
-        f"{base_url}/api/v1/uploads", json=body, headers={"Authorization": f"Bearer {bearer}"}
-    )
-
-
 def runs(engine: Engine) -> int:
     with Session(engine) as session:
         return session.exec(select(func.count()).select_from(Run)).one()
 
 
-def pr_run(number: int, **fields: Any) -> dict[str, Any]:
+def pr_run(number: int, **fields: Any) -> RunEnvelope:
     """A run of PR `number` as `cpci upload` sends it from a pull_request workflow: the head as
     commit, GitHub's merge commit (MERGE, the token's `sha`) as merge_commit."""
     body = {
@@ -60,7 +54,7 @@ def pr_run(number: int, **fields: Any) -> dict[str, Any]:
 def test_a_push_to_main_uploads_main_and_the_run_page_says_who(
     base_url: str, keys: Keys, engine: Engine
 ) -> None:
-    response = post(base_url, keys.token(), envelope([record("p2p")]))
+    response = send(base_url, envelope([record("p2p")]), token=keys.token())
     assert response.status_code == 201, response.text
     detail = httpx.get(f"{base_url}/api/v1/repos/{REPO}/runs/100/detail").json()
     assert detail["provenance"] == {
@@ -91,10 +85,10 @@ def test_an_oidc_token_claims_only_its_own_event_and_ref(
     keys: Keys,
     engine: Engine,
     claims: dict[str, Any],
-    body: dict[str, Any],
+    body: RunEnvelope,
     says: str,
 ) -> None:
-    response = post(base_url, keys.token(**claims), envelope([record("p2p")], **body))
+    response = send(base_url, envelope([record("p2p")], **body), token=keys.token(**claims))
     assert response.status_code == 403, response.text
     assert says in response.json()["detail"]
     assert runs(engine) == 0
@@ -132,17 +126,17 @@ def test_an_oidc_token_uploads_only_its_own_run_and_commit(
     keys: Keys,
     engine: Engine,
     claims: dict[str, Any],
-    body: dict[str, Any] | None,
+    body: RunEnvelope | None,
     says: str,
 ) -> None:
-    response = post(base_url, keys.token(**claims), body or envelope([record("p2p")]))
+    response = send(base_url, body or envelope([record("p2p")]), token=keys.token(**claims))
     assert response.status_code == 403, response.text
     assert says in response.json()["detail"]
     assert runs(engine) == 0
 
 
 def test_a_pr_workflow_uploads_its_own_pr(base_url: str, keys: Keys) -> None:
-    response = post(base_url, keys.token(**pull_request_claims(7)), pr_run(7))
+    response = send(base_url, pr_run(7), token=keys.token(**pull_request_claims(7)))
     assert response.status_code == 201, response.text
     assert response.json()["ci_run_id"] == "100"
     detail = httpx.get(f"{base_url}/api/v1/repos/{REPO}/runs/100/detail").json()
@@ -162,24 +156,24 @@ def test_the_allow_listed_fork_workflow_uploads_a_pr_marked_fork(
         run_id="777",
         run_attempt="3",
     )
-    assert post(base_url, fork, pr_run(9, merge_commit=None)).status_code == 201
+    assert send(base_url, pr_run(9, merge_commit=None), token=fork).status_code == 201
     with Session(engine) as session:
         assert session.exec(select(Run.fork)).one() is True
     detail = httpx.get(f"{base_url}/api/v1/repos/{REPO}/runs/100/detail").json()
     assert detail["provenance"]["fork"] is True
     # The fork workflow speaks for PR runs only, never for branch history.
-    refused = post(base_url, fork, envelope([record("p2p")], ci_run_id="101"))
+    refused = send(base_url, envelope([record("p2p")], ci_run_id="101"), token=fork)
     assert refused.status_code == 403
 
 
 def test_the_repository_id_is_bound_on_first_sight(
     base_url: str, keys: Keys, engine: Engine
 ) -> None:
-    assert post(base_url, keys.token(), envelope([record("p2p")])).status_code == 201
+    assert send(base_url, envelope([record("p2p")]), token=keys.token()).status_code == 201
     with Session(engine) as session:
         assert session.exec(select(Repository.github_id)).one() == int(REPO_ID)
     recreated = keys.token(repository_id="9999", run_id="101")
-    response = post(base_url, recreated, envelope([record("p2p")], ci_run_id="101"))
+    response = send(base_url, envelope([record("p2p")], ci_run_id="101"), token=recreated)
     assert response.status_code == 403
     assert f"bound to GitHub repository id {REPO_ID}" in response.json()["detail"]
     assert "repository id 9999" in response.json()["detail"]
@@ -206,14 +200,14 @@ def scoped(engine: Engine) -> dict[str, str]:
 def test_a_pr_scoped_token_uploads_pr_runs_only(
     base_url: str, scoped: dict[str, str], engine: Engine
 ) -> None:
-    refused = post(base_url, scoped["pr"], envelope([record("p2p")]))
+    refused = send(base_url, envelope([record("p2p")]), token=scoped["pr"])
     assert refused.status_code == 403
     assert "has scope `pr`" in refused.json()["detail"]
     assert "--scope branch" in refused.json()["detail"]
     assert runs(engine) == 0
-    assert post(base_url, scoped["pr"], pr_run(7)).status_code == 201
+    assert send(base_url, pr_run(7), token=scoped["pr"]).status_code == 201
     assert (
-        post(base_url, scoped["branch"], envelope([record("p2p")], ci_run_id="7")).status_code
+        send(base_url, envelope([record("p2p")], ci_run_id="7"), token=scoped["branch"]).status_code
         == 201
     )
     detail = httpx.get(f"{base_url}/api/v1/repos/{REPO}/runs/7/detail").json()

@@ -16,8 +16,8 @@ from cpci import urls
 from cpci.github.comment import render
 from cpci.schema import ConfigDurations, PullRequestReport
 from cpci.server import Settings, create_app
+from tests.builders import BASE, HEAD, REPO, as_json, envelope, record, send, sha, upload
 from tests.live_server import serve
-from tests.server.service_builders import BASE, HEAD, REPO, envelope, record, sha
 
 A, B = "tests/test_cp.py::test_attn[a]", "tests/test_cp.py::test_attn[b]"
 
@@ -30,16 +30,11 @@ def http(engine: Engine, db_url: str, token: str) -> Iterator[httpx.Client]:
         yield client
 
 
-def _upload(http: httpx.Client, body: dict[str, Any]) -> None:
-    response = http.post(urls.API_UPLOADS, json=body)
-    assert response.status_code == 201, response.text
-
-
 def _branch_run(http: httpx.Client, n: int, seconds: dict[str, float], **fields: Any) -> None:
     """Run `n` of the branch: config name -> seconds, each passing."""
     results = [record(name, duration_s=s) for name, s in seconds.items()]
     fields = {"commit": sha(n), "ci_run_id": str(n), **fields}
-    _upload(http, envelope(results, **fields))
+    upload(http, envelope(results, **fields))
 
 
 def _durations(http: httpx.Client, **query: Any) -> ConfigDurations:
@@ -52,7 +47,7 @@ def test_medians_of_passing_results_over_the_newest_branch_runs(http: httpx.Clie
     _branch_run(http, 1, {"a": 100.0, "b": 100.0})  # too old once runs=3
     _branch_run(http, 2, {"a": 2.0, "b": 4.0})
     _branch_run(http, 3, {"a": 4.0, "b": 8.0})
-    _upload(
+    upload(
         http,
         envelope(
             [record("a", duration_s=6.0), record("c", "failed", duration_s=999.0, message="x")],
@@ -101,7 +96,7 @@ def test_reads_need_a_token_where_reads_do(engine: Engine, db_url: str, token: s
     with serve(app) as url, httpx.Client(base_url=url, timeout=30) as client:
         assert client.get(urls.api_durations(REPO)).status_code == 401
         client.headers["Authorization"] = f"Bearer {token}"
-        _upload(client, envelope([record("a", duration_s=3.0)]))
+        upload(client, envelope([record("a", duration_s=3.0)]))
         assert client.get(urls.api_durations(REPO)).json()["durations"] == {A: 3.0}
 
 
@@ -116,10 +111,9 @@ def _pr_shard(http: httpx.Client, index: int, plan_hash: str | None, leg: str = 
         shard_index=index,
         shard_total=4,
         leg=leg,
+        plan_hash=plan_hash,
     )
-    if plan_hash is not None:
-        body["plan_hash"] = plan_hash
-    _upload(http, body)
+    upload(http, body)
 
 
 def _report(http: httpx.Client) -> PullRequestReport:
@@ -129,7 +123,7 @@ def _report(http: httpx.Client) -> PullRequestReport:
 
 
 def test_shards_planned_from_different_inputs_are_flagged(http: httpx.Client) -> None:
-    _upload(http, envelope([record("s0")]))  # the base
+    upload(http, envelope([record("s0")]))  # the base
     same, other = "a" * 64, "b" * 64
     _pr_shard(http, 0, same)
     _pr_shard(http, 1, other)
@@ -155,7 +149,7 @@ def test_shards_planned_from_different_inputs_are_flagged(http: httpx.Client) ->
 
 
 def test_the_same_plan_on_every_shard_is_not_flagged(http: httpx.Client) -> None:
-    _upload(http, envelope([record("s0")]))
+    upload(http, envelope([record("s0")]))
     for index in range(4):
         _pr_shard(http, index, "c" * 64)
     report = _report(http)
@@ -167,7 +161,7 @@ def test_the_same_plan_on_every_shard_is_not_flagged(http: httpx.Client) -> None
 def test_legs_are_compared_apart(http: httpx.Client) -> None:
     """Two legs may collect different configs (another GPU skips some): only shards of one leg
     must agree."""
-    _upload(http, envelope([record("s0")]))
+    upload(http, envelope([record("s0")]))
     for index in range(4):
         _pr_shard(http, index, "d" * 64, leg="h100")
         _pr_shard(http, index, "e" * 64 if index != 3 else "f" * 64, leg="a100")
@@ -179,5 +173,5 @@ def test_legs_are_compared_apart(http: httpx.Client) -> None:
 
 
 def test_a_bad_plan_hash_is_422(http: httpx.Client) -> None:
-    body = envelope([record("a")], plan_hash="not-a-sha")
-    assert http.post(urls.API_UPLOADS, json=body).status_code == 422
+    body = as_json(envelope([record("a")]))
+    assert send(http, {**body, "plan_hash": "not-a-sha"}).status_code == 422

@@ -11,8 +11,8 @@ from sqlalchemy import Engine
 
 from cpci.server import Settings, create_app
 from cpci.urls import Links
+from tests.builders import REPO, envelope, record, send
 from tests.live_server import serve
-from tests.server.service_builders import REPO, envelope, record
 
 HOSTILE_RUN_IDS = ["../../settings", "..", ".", "...", "a/../../b", "%2e%2e", "x?y#z", "run 1"]
 
@@ -46,7 +46,7 @@ def test_run_links_the_api_hands_out_are_quoted(engine: Engine, db_url: str, tok
     with serve(app) as url, httpx.Client(base_url=url, headers=headers) as client:
         for run_id in ("../../settings", ".."):
             body = envelope([record("p2p")], ci_run_id=run_id)
-            assert client.post("/api/v1/uploads", json=body).status_code == 201
+            assert send(client, body).status_code == 201
         dashboard = client.get(f"/api/v1/repos/{REPO}/dashboard")
         assert dashboard.status_code == 200, dashboard.text
     assert _github_urls(dashboard.json()) == []

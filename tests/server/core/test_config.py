@@ -17,8 +17,8 @@ from pydantic import ValidationError
 from sqlalchemy import Engine
 
 from cpci.server import Settings, create_app
+from tests.builders import REPO, envelope, record, send
 from tests.server.oidc_keys import Keys, oidc_service
-from tests.server.service_builders import REPO, envelope, record
 
 PUBLIC = "https://cpci.example.com"
 
@@ -154,9 +154,9 @@ def test_a_token_minted_for_the_services_url_uploads_and_one_for_cpci_does_not(
 
         def post(audience: str) -> httpx.Response:
             bearer = keys.token(aud=audience)
-            return httpx.post(
-                f"{url}/api/v1/uploads",
-                json=envelope([record("p2p")]),
+            return send(
+                url,
+                envelope([record("p2p")]),
                 headers={"Authorization": f"Bearer {bearer}"},
             )
 
