@@ -36,8 +36,16 @@ def test_round_trip_and_config_key(tmp_path: Path) -> None:
     records = read_results(str(path))
     assert records == [record(), record("t.py::test[2]")]
     assert records[0].config_key == config_key("t.py::test[1]", 2) == "t.py::test[1]@2"
-    assert records[0].config_id == config_id("t.py::test[1]", 2) == "t.py::test[1]@2"  # old name
     assert '"schema": "cpci.result/1"' in path.read_text()
+
+
+def test_config_id_still_answers_with_a_dated_deprecation_warning() -> None:
+    """The former name of `config_key`, for scripts that read results files: it warns, saying
+    since when, until when and what to call instead."""
+    with pytest.warns(DeprecationWarning, match=r"since 2026-12-01 .* cpci 0\.3: use config_key"):
+        assert config_id("t.py::test[1]", 2) == "t.py::test[1]@2"
+    with pytest.warns(DeprecationWarning, match="use config_key"):
+        assert record().config_id == "t.py::test[1]@2"
 
 
 def test_a_torn_last_line_is_skipped(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import warnings
 from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field
@@ -137,7 +138,8 @@ class ResultRecord(WireModel):
 
     @property
     def config_id(self) -> str:
-        """The former name of `config_key`, kept for scripts written against it."""
+        """Deprecated: the former name of `config_key` (see `CONFIG_ID_DEPRECATED`)."""
+        warnings.warn(CONFIG_ID_DEPRECATED, DeprecationWarning, stacklevel=2)
         return self.config_key
 
     def to_json_line(self) -> str:
@@ -151,8 +153,19 @@ def config_key(nodeid: str, world_size: int) -> str:
     return f"{nodeid}@{world_size}"
 
 
-#: The former name of `config_key`, kept for scripts written against it.
-config_id = config_key
+#: Why `config_id` warns: a config's `NODEID@WORLD_SIZE` string is its `config_key`, and
+#: `config_id` is the service's integer column (`result.config_id`, a config's row id). Scripts
+#: that read results files may call the old name, so it stays, warning, until cpci 0.3.
+CONFIG_ID_DEPRECATED = (
+    "config_id is deprecated since 2026-12-01 and will be removed in cpci 0.3: use config_key "
+    "(ResultRecord.config_key, cpci.schema.config_key)"
+)
+
+
+def config_id(nodeid: str, world_size: int) -> str:
+    """Deprecated: the former name of `config_key` (see `CONFIG_ID_DEPRECATED`)."""
+    warnings.warn(CONFIG_ID_DEPRECATED, DeprecationWarning, stacklevel=2)
+    return config_key(nodeid, world_size)
 
 
 def read_results(path: str) -> list[ResultRecord]:
