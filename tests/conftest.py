@@ -1,5 +1,10 @@
 """Fixtures shared by every part's tests.
 
+Every test runs without the CI's own variables (`GITHUB_*`, `RUNNER_*`, `ACTIONS_*`) and without
+cpci's settings (`CPCI_*`, but for the tests' own `CPCI_TEST_*`): the uploader, the Action and
+the service read them, so a test run inside a GitHub pull-request job, or a shell with a
+`CPCI_TOKEN`, would otherwise take that job or token for its own. A test that wants one sets it.
+
 `postgres_server`: an admin URL of a real PostgreSQL server for the whole session, from
 `CPCI_TEST_POSTGRES_URL` when set, else a throwaway server started from the local binaries (as
 user `postgres` when running as root, since initdb refuses root). Without binaries the PostgreSQL
@@ -32,3 +37,14 @@ def postgres_server() -> Iterator[str]:
         pytest.skip(message)
     with throwaway_postgres(bindir) as admin_url:
         yield admin_url
+
+
+#: The variables a CI job (or a developer's shell) sets that the code under test reads.
+AMBIENT_PREFIXES = ("GITHUB_", "RUNNER_", "ACTIONS_", "CPCI_")
+
+
+@pytest.fixture(autouse=True)
+def _no_ambient_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in list(os.environ):
+        if name.startswith(AMBIENT_PREFIXES) and not name.startswith("CPCI_TEST_"):
+            monkeypatch.delenv(name)
