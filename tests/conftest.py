@@ -8,8 +8,10 @@ the service read them, so a test run inside a GitHub pull-request job, or a shel
 `postgres_server`: an admin URL of a real PostgreSQL server for the whole session, from
 `CPCI_TEST_POSTGRES_URL` when set, else a throwaway server started from the local binaries (as
 user `postgres` when running as root, since initdb refuses root). Without binaries the PostgreSQL
-tests skip, except under CI (`CI` set), where a silently halved suite would hide engine-specific
-bugs, so they fail instead. One server serves tests/server and tests/reliability alike.
+tests skip, except where `CPCI_TEST_REQUIRE` promises them (`tests.prerequisites`: `.ci/run`),
+where a silently halved suite would hide engine-specific bugs, so they fail instead. One server
+serves tests/server and tests/reliability alike. The run ends with the count of tests skipped
+for want of each prerequisite.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import os
 from collections.abc import Iterator
 
 import pytest
+
+from tests.prerequisites import PREREQUISITES, missing, required, skipped_for_want
 
 
 @pytest.fixture(scope="session")
@@ -31,20 +35,41 @@ def postgres_server() -> Iterator[str]:
         return
     bindir = find_binaries()
     if bindir is None:
-        message = "PostgreSQL binaries (initdb, pg_ctl) not found; set CPCI_TEST_POSTGRES_URL"
-        if os.environ.get("CI"):
-            pytest.fail(f"{message} (CI is set, so the PostgreSQL tests must run)")
-        pytest.skip(message)
+        missing("postgres", "PostgreSQL binaries (initdb, pg_ctl) not found")
     with throwaway_postgres(bindir) as admin_url:
         yield admin_url
 
 
 #: The variables a CI job (or a developer's shell) sets that the code under test reads.
 AMBIENT_PREFIXES = ("GITHUB_", "RUNNER_", "ACTIONS_", "CPCI_")
+#: The tests' own settings, kept: CPCI_TEST_* and these.
+TEST_SETTINGS = frozenset(
+    {"CPCI_REFERENCE_DIR", "CPCI_ARTIFACTS", "CPCI_CHROMIUM", "CPCI_UPDATE_GOLDEN"}
+)
 
 
 @pytest.fixture(autouse=True)
 def _no_ambient_ci(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
-        if name.startswith(AMBIENT_PREFIXES) and not name.startswith("CPCI_TEST_"):
+        own = name.startswith("CPCI_TEST_") or name in TEST_SETTINGS
+        if name.startswith(AMBIENT_PREFIXES) and not own:
             monkeypatch.delenv(name)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    required()  # a CPCI_TEST_REQUIRE naming no prerequisite is a usage error, before any test
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The tests skipped for want of each prerequisite, so a green run says what it skipped."""
+    reasons = [
+        str(report.longrepr[2])
+        for report in terminalreporter.stats.get("skipped", [])
+        if isinstance(report.longrepr, tuple) and len(report.longrepr) == 3
+    ]
+    counts = skipped_for_want(reasons)
+    if not counts:
+        return
+    terminalreporter.write_sep("-", "skipped for want of a prerequisite")
+    for name, count in sorted(counts.items()):
+        terminalreporter.write_line(f"{count:5d} skipped: no {PREREQUISITES[name]}")

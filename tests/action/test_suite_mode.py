@@ -7,15 +7,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
-import pytest
 
 from cpci.schema import read_results
 from tests.action.conftest import OidcJob
 from tests.github.gfm import rendered_cells
+from tests.prerequisites import import_or_skip
 from tests.server.oidc_keys import AUDIENCE, REPO
 from tests.upload.support import Completed, action_env, run_cpci
 
-pytest.importorskip("torch", reason="test mode runs a torchrun world")
+import_or_skip("torch", "torch", "test mode runs a torchrun world")
 
 SUITE = """
 import pytest

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-torch = pytest.importorskip("torch")
+from tests.prerequisites import import_or_skip
+
+torch = import_or_skip("torch", "torch", "the CP reference runs on torch")
 
 from cpci.cp.balancer import SequenceBalancer  # noqa: E402
 

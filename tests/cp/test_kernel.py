@@ -12,7 +12,9 @@ from typing import Any
 
 import pytest
 
-torch = pytest.importorskip("torch")
+from tests.prerequisites import import_or_skip
+
+torch = import_or_skip("torch", "torch", "the CP reference runs on torch")
 F = torch.nn.functional
 
 from cpci.cp.balancer import SequenceBalancer  # noqa: E402

@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 
-torch = pytest.importorskip("torch")
+from tests.prerequisites import import_or_skip
+
+torch = import_or_skip("torch", "torch", "the CP reference runs on torch")
 
 from cpci.cp import train_example  # noqa: E402
 from cpci.cp.backend import attention_policy, backends_in_force  # noqa: E402

@@ -6,7 +6,9 @@ from typing import Any
 
 import pytest
 
-torch = pytest.importorskip("torch")
+from tests.prerequisites import import_or_skip
+
+torch = import_or_skip("torch", "torch", "the CP reference runs on torch")
 
 from cpci.cp.shapes import check_inputs, from_bhsd, to_bhsd  # noqa: E402
 

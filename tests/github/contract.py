@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from openapi_core import Config, OpenAPI
 from openapi_core.datatypes import RequestParameters
 from openapi_schema_validator import OAS30Validator
 from werkzeug.datastructures import Headers, ImmutableMultiDict
+
+from tests.prerequisites import missing
 
 
 def reference_dir() -> Path | None:
@@ -38,7 +39,7 @@ def reference_dir() -> Path | None:
 def require_reference() -> Path:
     found = reference_dir()
     if found is None:
-        pytest.skip("shared/reference (GitHub's contract, real payloads) is not beside this clone")
+        missing("reference", "shared/reference (GitHub's contract, real payloads) is not here")
     return found
 
 

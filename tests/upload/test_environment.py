@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import platform
 
-import pytest
-
 from cpci.schema import ENVIRONMENT_LENGTHS, ResultRecord
 from cpci.upload.environment import detect
+from tests.prerequisites import import_or_skip
 
 
 def ran_on(backend: str | None) -> ResultRecord:
@@ -32,7 +31,7 @@ def test_a_description_longer_than_the_service_stores_is_cut_to_fit() -> None:
 
 
 def test_torch_fields_come_from_the_installed_torch() -> None:
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch", "torch", "the torch fields are read from torch")
     environment = detect()
     assert environment.torch == str(torch.__version__)
     assert environment.cuda == torch.version.cuda
