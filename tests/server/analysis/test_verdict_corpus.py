@@ -66,7 +66,7 @@ def _records_by_config(corpus: Corpus) -> list[tuple[int | None, dict[str, list[
         if isinstance(step, Upload) and step.envelope.pull_request in {None, *numbers}:
             per: dict[str, list[Attempt]] = {}
             for r in step.envelope.results:
-                per.setdefault(r.config_id, []).append((r.attempt, r.outcome, r.flaky))
+                per.setdefault(r.config_key, []).append((r.attempt, r.outcome, r.flaky))
             out.append((step.envelope.pull_request, per))
     return out
 
@@ -134,7 +134,7 @@ def test_pr_records_carry_the_cases_as_the_runner_writes_them(corpus: Corpus) ->
             continue  # a poisoning upload at the same commit under another PR
         shards[pull.number] += 1
         for r in step.envelope.results:
-            if (pull.number, r.config_id) in crash_configs:
+            if (pull.number, r.config_key) in crash_configs:
                 assert r.outcome == "crashed"
                 messages = [e.message for e in r.rank_errors]
                 assert messages.count(SEGFAULT) == 1
