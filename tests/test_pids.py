@@ -19,5 +19,23 @@ def test_a_running_process_is_alive_and_a_reaped_one_is_not() -> None:
     assert not is_alive(child.pid)
 
 
-def test_a_process_of_another_user_exists() -> None:
-    assert is_alive(1)  # init: signalling it may be refused, but it runs
+#: Run in a child as `nobody` (root, as CI is, may signal any process): init is refused, and
+#: is still alive.
+AS_ANOTHER_USER = """
+import os
+if os.geteuid() == 0:
+    os.setgroups([]); os.setgid(65534); os.setuid(65534)
+from cpci.pids import is_alive
+try:
+    os.kill(1, 0)
+except PermissionError:
+    print("refused", is_alive(1))
+"""
+
+
+def test_a_process_of_another_user_exists_though_signalling_it_is_refused() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", AS_ANOTHER_USER], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["refused", "True"]

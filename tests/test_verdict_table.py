@@ -33,13 +33,21 @@ def test_every_section_is_a_field_of_the_report() -> None:
     assert [v.name for v in VERDICTS][: len(ATTENTION)] == list(ATTENTION)
 
 
+#: The policy, written out apart from the table it checks (docs/verdicts.md's table): only a
+#: new failure is the PR's to fix; these verdicts' configs fail at head.
+GATES = {"new_failure"}
+FAILS_AT_HEAD = {"new_failure", "no_baseline", "infra", "flaky", "broken_at_base"}
+
+
 def test_the_gate_fails_exactly_on_the_gating_verdicts() -> None:
+    assert {v.name for v in VERDICTS if v.gates} == GATES
+    assert FAILING == FAILS_AT_HEAD
     for v in VERDICTS:
         if not v.field or v.name == "pending":
             continue
         one = report(**{v.field: [verdict("x", v.name)]})
-        assert (gate(one, None) == "failure") == v.gates, v.name
-        assert failing_configs(one) == (1 if v.failing else 0), v.name
+        assert (gate(one, None) == "failure") == (v.name in GATES), v.name
+        assert failing_configs(one) == (1 if v.name in FAILS_AT_HEAD else 0), v.name
 
 
 def test_counts_read_in_the_tables_order() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
+from openapi_core.validation.request.exceptions import InvalidRequestBody
 
 from cpci.github.auth import AppAuth, TokenAuth
 from cpci.github.client import COMMENT_LIMIT, GitHubClient
@@ -187,8 +188,9 @@ def test_bad_token_and_missing_pull(fake: FakeGitHub, clock: FakeClock) -> None:
 
 def test_the_fake_rejects_requests_outside_the_contract(client: GitHubClient) -> None:
     """The validator is real: a check-run status GitHub does not know is refused."""
-    with pytest.raises(Exception, match="status"):
+    with pytest.raises(InvalidRequestBody) as refused:
         client.create_check_run(REPO, {"name": "cpci", "head_sha": HEAD, "status": "bogus"})
+    assert "'bogus' is not one of ['queued', 'in_progress', 'completed'" in str(refused.value)
 
 
 def test_comment_over_githubs_limit_is_refused_before_sending(

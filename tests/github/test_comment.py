@@ -304,3 +304,15 @@ def test_a_flaky_configs_runs_not_run_by_github_link_to_the_service_or_to_nothin
     body = render(report(flaky=[item]), None, CommentOptions(service_url=service_url))
     assert shown in body
     assert "](/ui/" not in body  # a bare path would lead to a page of GitHub's own
+
+
+def test_a_body_that_outgrows_the_limit_even_without_items_is_cut_with_a_link() -> None:
+    """The last resort: a headline and scope longer than the limit, whatever the item cap."""
+    failures = [verdict(f"c{n}", "new_failure") for n in range(3)]
+    tight = CommentOptions(service_url="https://cpci.example.com", limit=300)
+    body = render(report(new_failures=failures), None, tight)
+    assert len(body) <= 300
+    assert body.endswith(
+        "\n\n… truncated: [full report](https://cpci.example.com/ui/acme/attn/pulls/42)"
+    )
+    assert body.startswith("<!-- cpci:pr-report state=failure -->")
