@@ -189,6 +189,13 @@ def flaky_evidence(**fields: Any) -> FlakinessAssessment:
     return FlakinessAssessment(**values)
 
 
+def baseline(note: str = f"base {BASE[:12]}") -> BaselineInfo:
+    """A PR's baseline found at its base commit, `BASE` itself."""
+    return BaselineInfo(
+        requested_commit=BASE, used_commit=BASE, commits_behind=0, run=None, note=note
+    )
+
+
 def report(
     *, configs: int = 412, results: int = 1236, pending: bool = False, **sections: Any
 ) -> PullRequestReport:
@@ -205,13 +212,7 @@ def report(
         summary="summary text",
         head_runs=[],
         shards=shards,
-        baseline=BaselineInfo(
-            requested_commit=BASE,
-            used_commit=BASE,
-            commits_behind=0,
-            run=None,
-            note=f"base {BASE[:12]}",
-        ),
+        baseline=baseline(),
         counts=ReportCounts(configs=configs, results=results, by_verdict={}),
         **sections,
     )

@@ -57,14 +57,23 @@ LAYERS = [
 ]
 
 
-def imported_names(path: Path) -> set[str]:
-    """Every module named by an import statement anywhere in the file (functions included)."""
+def imported_names(path: Path, module: str = "") -> set[str]:
+    """Every module an import statement anywhere in the file may name (functions included):
+    `from a import b` names `a` and `a.b` (b may be a module); a relative import is resolved
+    against `module`, the file's own dotted name (and left out without it)."""
     names: set[str] = set()
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
+        elif isinstance(node, ast.ImportFrom) and (module or not node.level):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                anchor = ".".join(parts[: len(parts) - node.level + 1])
+                base = f"{anchor}.{base}" if base else anchor
+            names.add(base)
+            names.update(f"{base}.{alias.name}" for alias in node.names)
     return names
 
 
@@ -102,7 +111,7 @@ def test_the_source_check_sees_a_deferred_import(tmp_path: Path) -> None:
     """The check above could pass by reading nothing: a function-level import must be found."""
     module = tmp_path / "m.py"
     module.write_text("def f():\n    from cpci.server.reports import X\n    import cpci.server\n")
-    assert imported_names(module) == {"cpci.server.reports", "cpci.server"}
+    assert imported_names(module) == {"cpci.server.reports", "cpci.server.reports.X", "cpci.server"}
 
 
 def test_the_layers_tell_their_own_modules_from_the_rest() -> None:

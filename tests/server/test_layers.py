@@ -12,11 +12,12 @@ a check that can no longer fail does not pass unnoticed.
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
+
+from tests.test_layering import imported_names
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVER = ROOT / "cpci" / "server"
@@ -50,24 +51,6 @@ RULES: list[tuple[str, tuple[str, ...]]] = [
 def module_name(path: Path, root: Path = ROOT) -> str:
     parts = path.relative_to(root).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def imported_names(path: Path, module: str) -> set[str]:
-    """Every module an import statement anywhere in the file may name: `from a import b`
-    names `a` and `a.b` (b may be a module), relative imports resolved against `module`."""
-    names: set[str] = set()
-    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
-                base = ".".join([*anchor, base] if base else anchor)
-            names.add(base)
-            names.update(f"{base}.{alias.name}" for alias in node.names)
-    return names
 
 
 def crossings(

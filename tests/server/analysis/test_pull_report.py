@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
-from cpci.schema import BaselineInfo, PullRequestReport, ShardProgress
+from cpci.schema import PullRequestReport, ShardProgress
 from cpci.server.analysis.evidence import EvidencePolicy
 from cpci.server.analysis.flakiness import FlakinessPolicy
 from cpci.server.analysis.pull_report import (
@@ -22,7 +22,7 @@ from cpci.server.analysis.pull_report import (
 )
 from cpci.server.analysis.storms import StormPolicy
 from cpci.server.analysis.verdicts import ResultView
-from tests.builders import BASE, HEAD, REPO
+from tests.builders import BASE, HEAD, REPO, baseline
 
 PASSED = [ResultView("passed", 1.0)]
 REGRESSION = "AssertionError: out differs from the single-GPU reference"
@@ -64,13 +64,7 @@ def inputs(
         head_commit=HEAD,
         head_runs=[],
         shards=shards,
-        baseline=BaselineInfo(
-            requested_commit=BASE,
-            used_commit=BASE,
-            commits_behind=0,
-            run=None,
-            note=f"base {BASE[:12]} on main",
-        ),
+        baseline=baseline(f"base {BASE[:12]} on main"),
         configs={at.pk: key(at.pk) for at in head},
         head=head,
         base=base,
