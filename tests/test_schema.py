@@ -149,3 +149,10 @@ def test_partial_metrics_are_absent_unless_set(tmp_path: Path) -> None:
     path = tmp_path / "r.jsonl"
     path.write_text(partial.to_json_line())
     assert read_results(str(path))[0].metrics_partial == [1]
+
+
+@pytest.mark.parametrize("run_id", [".", "..", "..."])
+def test_a_run_id_of_dots_alone_is_refused_as_no_page_could_hold_it(run_id: str) -> None:
+    with pytest.raises(ValidationError, match="is only dots: name the run"):
+        RunEnvelope(repository="acme/attn", commit="a" * 40, ci_run_id=run_id, results=[])
+    assert RunEnvelope(repository="acme/attn", commit="a" * 40, ci_run_id="1.", results=[])

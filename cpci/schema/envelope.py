@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from cpci.schema.fields import (
     INT32_MAX,
@@ -101,3 +101,12 @@ class RunEnvelope(WireModel):
     started_at: datetime | None = None
     ended_at: datetime | None = None
     results: list[ResultRecord]
+
+    @field_validator("ci_run_id")
+    @classmethod
+    def _not_only_dots(cls, value: str) -> str:
+        """A run's page is `.../runs/CI_RUN_ID`, and a path segment of dots alone (`.`, `..`,
+        even quoted) is resolved by browsers as the current or parent folder."""
+        if not value.strip("."):
+            raise ValueError(f"ci_run_id {value!r} is only dots: name the run, e.g. its run number")
+        return value
