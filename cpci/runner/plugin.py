@@ -1,7 +1,7 @@
 """cpci's pytest hooks. Behaviour lives in the modules these hooks call.
 
 Loaded through the `pytest11` entry point. In the parent pytest process the hooks plan, schedule
-and report; inside a rank (see `cpci.runner.worker`) only the marker and the fixture matter.
+and report; inside a rank (see `cpci.runner.rank.worker`) only the marker and the fixture matter.
 """
 
 from __future__ import annotations
@@ -11,15 +11,15 @@ from collections.abc import Generator
 import pytest
 
 from cpci.runner import hookspecs
-from cpci.runner.dist import DistContext
-from cpci.runner.fork_rank import fit_for_forks
-from cpci.runner.markers import MARKER_HELP
-from cpci.runner.pytest_reports import FLAKY_ATTR
-from cpci.runner.rank_plugin import DIST_CONTEXT, RankPlugin
-from cpci.runner.session import BatchedSession
+from cpci.runner.launch.fork_rank import fit_for_forks
+from cpci.runner.parent.markers import MARKER_HELP
+from cpci.runner.parent.pytest_reports import FLAKY_ATTR
+from cpci.runner.parent.session import BatchedSession
+from cpci.runner.parent.testcases import mark_harness_items
+from cpci.runner.rank.dist import DistContext
+from cpci.runner.rank.plugin import DIST_CONTEXT, RankPlugin
+from cpci.runner.rank.testcase_adapter import TestcaseAdapter, link_factory
 from cpci.runner.settings import add_options, resolve
-from cpci.runner.testcase_adapter import TestcaseAdapter, link_factory
-from cpci.runner.testcases import mark_harness_items
 
 SESSION = pytest.StashKey[BatchedSession]()
 #: Harness tests left to their own spawn under --cpci-testcases=shared, with the reason.

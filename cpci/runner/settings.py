@@ -11,19 +11,22 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypeVar, get_args
+from typing import Any, TypeVar
 
 import pytest
 
-from cpci.runner.durations_source import DurationsSource, parse_source
-from cpci.runner.launchers import LAUNCHER_NAMES, LauncherName
-from cpci.runner.protocol import Backend
-from cpci.runner.testcases import TESTCASES_SETTINGS, TestcasesSetting
+from cpci.runner.options import (
+    BACKEND_SETTINGS,
+    LAUNCHER_NAMES,
+    TESTCASES_SETTINGS,
+    BackendSetting,
+    DurationsSource,
+    LauncherName,
+    TestcasesSetting,
+    parse_durations_source,
+)
 from cpci.shard_spec import parse_shard
 
-#: What `--cpci-backend` takes: a backend, or `auto` (nccl where CUDA is present, else gloo).
-BackendSetting = Literal["auto", Backend]
-BACKEND_SETTINGS: tuple[BackendSetting, ...] = get_args(BackendSetting)
 #: Environment only (a post-mortem aid, not a run setting): any non-empty value keeps each
 #: world's directory (plan, journals, rank logs, stacks) under the system temp dir.
 KEEP_WORLDS_ENV = "CPCI_KEEP_WORLDS"
@@ -66,9 +69,11 @@ def _one_of(choices: tuple[_Choice, ...]) -> Callable[[str], _Choice]:
 
 @dataclass(frozen=True)
 class Option:
-    """One setting and every place it can be given."""
+    """One setting and every place it can be given; `field` is its `RunnerSettings` attribute
+    (pytest's own name for the flag's value, `config.getoption("cpci_batch_size")`, is the
+    flag's)."""
 
-    dest: str
+    field: str
     flag: str
     help: str
     parse: Callable[[str], Any]
@@ -86,10 +91,15 @@ class Option:
         default = f"; default {self.default}" if self.default is not None else ""
         return f"{self.help} (precedence: {' > '.join(sources)}{default})"
 
+    @property
+    def dest(self) -> str:
+        """Where pytest keeps the flag's value: `--cpci-batch-size` -> `cpci_batch_size`."""
+        return self.flag.removeprefix("--").replace("-", "_")
+
 
 OPTIONS: tuple[Option, ...] = (
     Option(
-        "batch_size",
+        "world_cap",
         "--cpci-batch-size",
         "the most configs one world runs before a fresh world takes the rest of its queue "
         "(default: no cap); 1 gives a fresh world per config, for bisecting and full isolation",
@@ -144,7 +154,7 @@ OPTIONS: tuple[Option, ...] = (
         "--cpci-durations",
         "recorded per-config durations that balance shards: a file, or the service's "
         "http(s)://.../durations URL, fetched once with CPCI_TOKEN (default: pytest's cache)",
-        parse_source,
+        parse_durations_source,
         None,
         env="CPCI_DURATIONS",
         ini="cpci_durations",
@@ -233,7 +243,8 @@ OPTIONS: tuple[Option, ...] = (
 class RunnerSettings:
     """The validated runner settings for one pytest session."""
 
-    batch_size: int | None  # None: no cap on the configs one world runs
+    #: The most configs one world runs (`--cpci-batch-size`); None: no cap.
+    world_cap: int | None
     timeout: float
     workers: int
     backend: BackendSetting
@@ -259,7 +270,7 @@ def add_options(parser: pytest.Parser) -> None:
     for option in OPTIONS:
         group.addoption(
             option.flag,
-            dest=f"cpci_{option.dest}",
+            dest=option.dest,
             metavar=option.metavar,
             default=None,
             help=option.help_text(),
@@ -291,12 +302,12 @@ def resolve(config: pytest.Config, environ: dict[str, str] | None = None) -> Run
     sources: dict[str, str] = {}
     for option in OPTIONS:
         raw, source = _lookup(config, env, option)
-        sources[option.dest] = source
+        sources[option.field] = source
         if raw is None:
-            values[option.dest] = None
+            values[option.field] = None
             continue
         try:
-            values[option.dest] = option.parse(raw)
+            values[option.field] = option.parse(raw)
         except ValueError as exc:
             raise pytest.UsageError(f"{option.flag} {exc}, got {raw!r} (from {source})") from None
     return RunnerSettings(
@@ -311,7 +322,7 @@ def resolve(config: pytest.Config, environ: dict[str, str] | None = None) -> Run
 def _lookup(
     config: pytest.Config, env: os._Environ[str] | dict[str, str], option: Option
 ) -> tuple[str | None, str]:
-    cli = config.getoption(f"cpci_{option.dest}")
+    cli = config.getoption(option.dest)
     if cli is not None:
         return str(cli), option.flag
     if option.env and env.get(option.env, "") != "":

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 JSONScalar = str | int | float | bool | None
 #: A metric's name is 1 to this many characters; the runner refuses a longer one where a test
-#: records it (`cpci.runner.dist`), so one name costs its config, not its world's records.
+#: records it (`cpci.runner.rank.dist`), so one name costs its config, not its world's records.
 MAX_METRIC_NAME_LENGTH = 200
 MetricName = Annotated[str, Field(min_length=1, max_length=MAX_METRIC_NAME_LENGTH)]
 #: NaN and infinities are refused at the door: they break comparisons, drift analysis and

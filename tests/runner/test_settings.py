@@ -8,6 +8,8 @@ import pytest
 
 from cpci.runner.settings import OPTIONS, resolve
 
+NEEDS_TORCH = False  # in process, no world (tests/runner/conftest.py)
+
 
 @pytest.fixture
 def ini(pytester: pytest.Pytester) -> pytest.Pytester:
@@ -19,7 +21,7 @@ def test_by_default_a_world_runs_as_many_configs_as_its_queue_holds(
     pytester: pytest.Pytester,
 ) -> None:
     settings = resolve(pytester.parseconfig(), environ={})
-    assert settings.batch_size is None  # no cap
+    assert settings.world_cap is None  # no cap
     assert settings.timeout == 300
     assert settings.backend == "auto"
 
@@ -37,7 +39,7 @@ def test_by_default_a_world_runs_as_many_configs_as_its_queue_holds(
 def test_precedence_cli_env_ini(
     ini: pytest.Pytester, args: tuple[str, ...], env: dict[str, str], expected: int
 ) -> None:
-    assert resolve(ini.parseconfig(*args), environ=env).batch_size == expected
+    assert resolve(ini.parseconfig(*args), environ=env).world_cap == expected
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,61 @@
+"""Progress lines say what a stalled world waits for and when its timeout ends it; the closing
+summary counts the time configs spent until their timeout."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from cpci.runner.parent.progress import InFlight, RunStats
+
+
+def test_a_stalled_config_is_named_with_its_timeout_on_the_lines_clock() -> None:
+    stats = RunStats(total=15, done=8)
+    stats.started_at = time.monotonic() - 60  # the run began a minute ago
+    began = time.time() - 20  # and its config in flight twenty seconds ago
+    stalled = InFlight("t.py::test_cp[2-hangs]", began, 300.0, "cpci's default")
+    fresh = InFlight("t.py::test_cp[4-p2p]", time.time(), 10.0, "--cpci-timeout")
+    line = stats.progress_line([stalled, fresh], stalled_s=10)
+    assert line.startswith("cpci: 8/15 configs done, 0 failed, 0 not run, 7 left, elapsed 1:0")
+    assert "; waiting on t.py::test_cp[2-hangs] for 0:2" in line
+    # It ends 280 s from now, on a clock that reads 1:00 now.
+    assert "its timeout (300 s, from cpci's default) ends it at 5:40" in line
+    assert "test_cp[4-p2p]" not in line  # running for less than a progress interval
+
+
+def test_the_summary_counts_time_until_timeouts() -> None:
+    stats = RunStats(total=3, done=3, worlds=2, test_s=10.8, timeouts=1, timeout_s=10.0)
+    assert stats.summary_lines()[0] == (
+        "2 world(s) started (0 respawn(s)), world start-up 0.0 s, configs 10.8 s "
+        "(3 config(s); 10.0 s of it until 1 timeout(s))"
+    )
+
+
+def test_progress_names_the_config_a_stalled_world_waits_for(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_stall="""
+        import pytest
+        import torch.distributed as dist
+
+        @pytest.mark.cpci(world_size=2)
+        @pytest.mark.parametrize(
+            "case", ["before", pytest.param("hangs", marks=pytest.mark.cpci(timeout=3)), "after"]
+        )
+        def test_x(case, cpci_dist):
+            if case == "hangs" and cpci_dist.rank == 0:
+                dist.barrier()  # rank 1 never joins
+        """
+    )
+    result = pytester.runpytest_subprocess("--cpci-progress-interval=0.5")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "cpci: 1/3 configs done, 0 failed, 0 not run, 2 left, elapsed *, ETA *, "
+            "1 world(s) running; waiting on test_stall.py::test_x[[]hangs[]] for 0:0*, its "
+            "timeout (3 s, from the parameter's cpci marker) ends it at 0:0*",
+        ]
+    )
+    result.stdout.fnmatch_lines(
+        ["* world(s) started*, configs * s (3 config(s); * s of it until 1 timeout(s))"]
+    )
