@@ -17,4 +17,3 @@ def test_a_durations_source_is_a_file_or_an_http_url() -> None:
     for bad in ("", "ftp://cpci.example/durations"):
         with pytest.raises(ValueError, match="file path or an http"):
             parse_durations_source(bad)
-
