@@ -49,8 +49,11 @@ def outcome(config: int, run: int) -> str:
     return "skipped" if config % 251 == 5 else "passed"
 
 
-def seed(path: Path, results: int) -> None:
-    runs = results // CONFIGS
+def seed(path: Path, results: int, configs: int = CONFIGS, shards: int = SHARDS) -> None:
+    """`results` results of `configs` configs in runs of `shards` shards, written straight to
+    the tables: every column without a default is given (the tables' NOT NULL columns grow with
+    the schema, and this seed must grow with them)."""
+    runs = results // configs
     main_runs = runs - PULLS
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA synchronous=OFF")
@@ -63,32 +66,33 @@ def seed(path: Path, results: int) -> None:
     conn.executemany(
         "INSERT INTO config (repository_id, key, nodeid, world_size, params) "
         "VALUES (1, ?, ?, 2, ?)",
-        [(f"t::c[{c}]@2", f"t::c[{c}]", json.dumps({"n": c})) for c in range(CONFIGS)],
+        [(f"t::c[{c}]@2", f"t::c[{c}]", json.dumps({"n": c})) for c in range(configs)],
     )
-    per_shard = CONFIGS // SHARDS
+    per_shard = configs // shards
     for r in range(runs):
         pull = r - main_runs + 1 if r >= main_runs else None
         commit = f"{r + 1:040x}"
         when = START + timedelta(minutes=30 * r)
         run_id = conn.execute(
             'INSERT INTO run (repository_id, ci_run_id, ci_attempt, "commit", branch, '
-            "pull_request, base_commit, shard_total, created_at) "
-            "VALUES (1, ?, 1, ?, ?, ?, ?, ?, ?)",
+            "pull_request, base_commit, shard_total, created_at, scope, fork) "
+            "VALUES (1, ?, 1, ?, ?, ?, ?, ?, ?, ?, 0)",
             (
                 str(10_000 + r),
                 commit,
                 "main" if pull is None else f"pr-{pull}",
                 pull,
                 f"{main_runs:040x}" if pull else None,
-                SHARDS,
+                shards,
                 when,
+                "branch" if pull is None else "pr",
             ),
         ).lastrowid
-        for s in range(SHARDS):
+        for s in range(shards):
             shard_id = conn.execute(
-                "INSERT INTO shard (run_id, shard_index, body_sha256, environment_id, "
+                "INSERT INTO shard (run_id, shard_index, leg, body_sha256, environment_id, "
                 "runner_name, runner_labels, started_at, ended_at, result_count, uploaded_at) "
-                "VALUES (?, ?, 'x', 1, ?, '[\"gpu\"]', ?, ?, ?, ?)",
+                "VALUES (?, ?, '', 'x', 1, ?, '[\"gpu\"]', ?, ?, ?, ?)",
                 (
                     run_id,
                     s,
@@ -129,8 +133,8 @@ def seed(path: Path, results: int) -> None:
                 )
             conn.executemany(
                 "INSERT INTO result (run_id, shard_id, config_id, environment_id, outcome, "
-                "duration_s, attempt, flaky, rank_errors, metrics, batch) "
-                "VALUES (?, ?, ?, 1, ?, ?, 1, 0, ?, ?, ?)",
+                "duration_s, attempt, flaky, rank_errors, metrics, batch, arrival) "
+                "VALUES (?, ?, ?, 1, ?, ?, 1, 0, ?, ?, ?, 0)",
                 rows,
             )
     conn.execute("COMMIT")
@@ -238,7 +242,9 @@ def main() -> None:
             "dashboard (JSON twin)": f"/api/v1/repos/{REPO}/dashboard",
             "config page (HTML)": f"/ui/{REPO}/config?config={flaky}",
             "config page (JSON twin)": f"/api/v1/repos/{REPO}/config?config={flaky}",
-            "run page (HTML, 2,000 results)": f"/ui/{REPO}/runs/10100?outcome=failed",
+            # The newest main run (the pull requests' runs come after the main ones).
+            "run page (HTML, 2,000 results)": f"/ui/{REPO}/runs/{10_000 + runs - PULLS - 1}"
+            "?outcome=failed",
         }
         with serve(url) as base, httpx.Client(base_url=base, timeout=120) as http:
             cold = timed(http, pages["dashboard (HTML)"], 1)[0]

@@ -20,13 +20,26 @@ from cpci.server.api.deps import (
     PullReportPolicyDep,
     ReadableRepoDep,
     SessionDep,
+    SettingsDep,
     ShardCacheDep,
 )
 from cpci.server.crud.pull_report import pull_request_report, pull_request_section
+from cpci.server.views import grid
 from cpci.server.views.config_overview import config_overview
 from cpci.server.views.dashboard import build_dashboard
+from cpci.server.views.grid import GridFilter, build_grid
 from cpci.server.views.pull_page import pull_page
-from cpci.server.views.read_models import ConfigOverview, Dashboard, PullPage, RunDetail, Sort
+from cpci.server.views.read_models import (
+    ConfigOverview,
+    Dashboard,
+    Grid,
+    GridMark,
+    GridState,
+    GridVerdict,
+    PullPage,
+    RunDetail,
+    Sort,
+)
 from cpci.server.views.run import PER_PAGE, run_detail
 
 
@@ -40,6 +53,43 @@ def dashboard_view(
 ) -> Dashboard:
     return build_dashboard(
         session=session, repo=repository, branch=branch, policy=policy, links=links, cache=cache
+    )
+
+
+def grid_view(
+    repository: ReadableRepoDep,
+    session: SessionDep,
+    policy: PullReportPolicyDep,
+    links: LinksDep,
+    cache: ShardCacheDep,
+    branch: Annotated[str | None, Query(description="default: the most used branch")] = None,
+    commits: Annotated[
+        int, Query(ge=1, le=grid.MAX_COMMITS, description="columns: commits")
+    ] = grid.COMMITS,
+    q: Annotated[str, Query(max_length=200, description="part of the config id")] = "",
+    param: Annotated[
+        str, Query(max_length=200, description="terms, each part of some name=value")
+    ] = "",
+    outcome: Annotated[
+        list[GridState], Query(description="rows with a cell in one of these states")
+    ] = [],  # noqa: B006
+    verdict: Annotated[
+        list[GridVerdict | GridMark], Query(description="rows with one of these verdicts")
+    ] = [],  # noqa: B006
+    page: Annotated[int, Query(ge=1)] = 1,
+    per_page: Annotated[int, Query(ge=1, le=grid.MAX_PER_PAGE)] = grid.PER_PAGE,
+) -> Grid:
+    return build_grid(
+        session=session,
+        repo=repository,
+        branch=branch,
+        policy=policy,
+        links=links,
+        cache=cache,
+        commits=commits,
+        where=GridFilter(query=q, param=param, outcomes=outcome, verdicts=verdict),
+        page=page,
+        per_page=per_page,
     )
 
 
@@ -96,12 +146,13 @@ def pull_report_view(
 PullReportView = Annotated[PullRequestReport, Depends(pull_report_view)]
 
 
-def pull_view(report: PullReportView, session: SessionDep) -> PullPage:
-    return pull_page(session=session, report=report)
+def pull_view(report: PullReportView, session: SessionDep, settings: SettingsDep) -> PullPage:
+    return pull_page(session=session, report=report, fail_on=settings.github_fail_on)
 
 
 DashboardView = Annotated[Dashboard, Depends(dashboard_view)]
 ConfigView = Annotated[ConfigOverview, Depends(config_view)]
+GridView = Annotated[Grid, Depends(grid_view)]
 RunView = Annotated[RunDetail, Depends(run_view)]
 PullView = Annotated[PullPage, Depends(pull_view)]
 

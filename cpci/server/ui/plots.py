@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import math
+import statistics
+from collections import Counter
 from collections.abc import Callable, Sequence
-from datetime import datetime, timezone
+from dataclasses import dataclass
 
 from markupsafe import Markup
 
@@ -19,17 +22,6 @@ def _kind(outcome: str) -> str:
     if outcome in FAILING_OUTCOMES:
         return "fail"
     return "skip" if outcome == "skipped" else "ok"
-
-
-def _date_format(epochs: list[float]) -> Callable[[float], str]:
-    """Tick labels as precise as the span needs: dates for weeks, times for hours."""
-    span = max(epochs) - min(epochs) if epochs else 0.0
-    pattern = "%Y-%m-%d" if span > 7 * 86400 else "%m-%d %H:%M" if span > 3600 else "%H:%M:%S"
-
-    def label(epoch: float) -> str:
-        return datetime.fromtimestamp(epoch, timezone.utc).strftime(pattern)
-
-    return label
 
 
 def _percent(value: float) -> str:
@@ -60,12 +52,7 @@ def pass_rate_trend(dashboard: Dashboard) -> Markup:
         )
         for i, r in enumerate(rows)
     ]
-    every = max(1, math.ceil(len(rows) / MAX_COMMIT_TICKS))
-    ticks = [
-        Tick(float(i), r.run.commit[:7], about(r))
-        for i, r in enumerate(rows)
-        if (len(rows) - 1 - i) % every == 0
-    ]
+    ticks = _commit_ticks([r.run.commit for r in rows], [about(r) for r in rows])
     return scatter_plot(
         title=f"Pass rate, last {len(rows)} runs of {dashboard.branch or 'any branch'}",
         description="Pass rate (passes over passes and failures) of each run, oldest left. "
@@ -100,65 +87,112 @@ def timeline(overview: ConfigOverview) -> Markup:
     )
 
 
-def time_label(points: Sequence[ConfigPoint]) -> str:
-    """What a time axis's times are: when the shards ran, and where results came without their
-    shard's times (an older uploader), when they were uploaded instead."""
-    uploaded = sum(p.timed_by == "upload" for p in points)
-    if uploaded == 0:
-        return "when the shard ran (UTC)"
-    if uploaded == len(points):
-        return "upload time (UTC): the uploads said nothing of when their shards ran"
-    return f"when the shard ran (UTC); upload time for {uploaded} result(s) sent without it"
+@dataclass(frozen=True)
+class _Commit:
+    """One commit's results of a config, in the order the config met its commits."""
+
+    commit: str
+    points: list[ConfigPoint]
+
+
+def _by_commit(points: Sequence[ConfigPoint]) -> list[_Commit]:
+    """The points grouped by commit, oldest first (a commit's place is its first result, as in
+    the timeline)."""
+    groups: dict[str, list[ConfigPoint]] = {}
+    for p in points:
+        groups.setdefault(p.commit, []).append(p)
+    return [_Commit(commit, group) for commit, group in groups.items()]
+
+
+def _commit_ticks(commits: Sequence[str], titles: Sequence[str]) -> list[Tick]:
+    """Short shas at their commits' positions, every k-th when more than fit, always the newest."""
+    every = max(1, math.ceil(len(commits) / MAX_COMMIT_TICKS))
+    return [
+        Tick(float(i), commit[:7], title)
+        for i, (commit, title) in enumerate(zip(commits, titles, strict=True))
+        if (len(commits) - 1 - i) % every == 0
+    ]
+
+
+def per_commit_plot(
+    overview: ConfigOverview,
+    *,
+    name: str,
+    unit: str,
+    value: Callable[[ConfigPoint], float | None],
+    plot_id: str,
+) -> Markup:
+    """One mark per commit at the median of the config's values there, a bar across their range
+    (reruns, repeated runs, other runners), commits oldest left; each mark links to the newest
+    run at its commit and says what the values were, when and where."""
+    commits = [
+        c for c in _by_commit(overview.points) if any(value(p) is not None for p in c.points)
+    ]
+    points, titles = [], []
+    for i, c in enumerate(commits):
+        having = [p for p in c.points if value(p) is not None]
+        values = sorted(v for p in having if (v := value(p)) is not None)
+        last = having[-1]
+        outcomes = Counter(p.outcome for p in having)
+        when = f"{last.when:%Y-%m-%d %H:%M} UTC"
+        title = f"{c.commit[:10]}, run {last.ci_run_id}, {when}"
+        spread = f", {values[0]:.3g} to {values[-1]:.3g}{unit}" if len(values) > 1 else ""
+        points.append(
+            Point(
+                x=float(i),
+                y=statistics.median(values),
+                label=f"{title}: median {statistics.median(values):.3g}{unit} of "
+                f"{len(values)} result(s){spread}; "
+                + ", ".join(f"{n} {o}" for o, n in sorted(outcomes.items()))
+                + (f"; on {last.runner}" if last.runner else ""),
+                kind=_commit_kind(outcomes),
+                href=last.page_url,
+                low=values[0],
+                high=values[-1],
+            )
+        )
+        titles.append(title)
+    failing = sum(p.kind == "fail" for p in points)
+    return scatter_plot(
+        title=f"{name} per commit",
+        description=f"The median {name} of each of {len(points)} commits, with the range of "
+        f"its results; {failing} commits had failing results, drawn in red.",
+        x_label="commit (oldest → newest): median, and the range of its results",
+        y_label=f"{name}{f' ({unit.strip()})' if unit else ''}",
+        points=points,
+        plot_id=plot_id,
+        x_ticks=_commit_ticks([c.commit for c in commits], titles),
+    )
+
+
+def _commit_kind(outcomes: Counter[str]) -> str:
+    """A commit's mark: red when any result there failed, grey when all skipped."""
+    kinds = {_kind(o) for o in outcomes}
+    if "fail" in kinds:
+        return "fail"
+    return "skip" if kinds == {"skip"} else "ok"
+
+
+def _metric(name: str, point: ConfigPoint) -> float | None:
+    return point.metrics.get(name)
 
 
 def duration_plot(overview: ConfigOverview) -> Markup:
-    points = [
-        Point(
-            x=p.when.timestamp(),
-            y=p.duration_s,
-            label=f"{p.outcome} in {p.duration_s:.3g} s, run {p.ci_run_id} @ {p.commit[:10]}"
-            + (f" on {p.runner}" if p.runner else ""),
-            kind=_kind(p.outcome),
-            href=p.page_url,
-        )
-        for p in overview.points
-    ]
-    return scatter_plot(
-        title="Duration over time",
-        description=f"{len(points)} results; failing ones drawn in red.",
-        x_label=time_label(overview.points),
-        y_label="duration (s)",
-        points=points,
-        x_format=_date_format([p.x for p in points]),
-        plot_id="durations",
+    return per_commit_plot(
+        overview, name="duration", unit=" s", value=lambda p: p.duration_s, plot_id="durations"
     )
 
 
 def metric_plots(overview: ConfigOverview) -> list[Markup]:
     """One plot per numeric metric the config reported (e.g. max abs error vs reference)."""
     names = sorted({name for p in overview.points for name in p.metrics})
-    plots = []
-    for n, name in enumerate(names):
-        having = [p for p in overview.points if name in p.metrics]
-        points = [
-            Point(
-                x=p.when.timestamp(),
-                y=p.metrics[name],
-                label=f"{name} = {p.metrics[name]:.3g}, run {p.ci_run_id} @ {p.commit[:10]}",
-                kind=_kind(p.outcome),
-                href=p.page_url,
-            )
-            for p in having
-        ]
-        plots.append(
-            scatter_plot(
-                title=f"{name} over time",
-                description=f"{len(points)} values of the metric {name}.",
-                x_label=time_label(having),
-                y_label=name,
-                points=points,
-                x_format=_date_format([p.x for p in points]),
-                plot_id=f"metric-{n}",
-            )
+    return [
+        per_commit_plot(
+            overview,
+            name=name,
+            unit="",
+            value=functools.partial(_metric, name),
+            plot_id=f"metric-{n}",
         )
-    return plots
+        for n, name in enumerate(names)
+    ]

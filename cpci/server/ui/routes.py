@@ -15,7 +15,14 @@ from sqlmodel import select
 from cpci import urls
 from cpci.schema import ATTENTION
 from cpci.server.api.deps import SessionDep
-from cpci.server.api.view_deps import ConfigView, DashboardView, PullSectionView, PullView, RunView
+from cpci.server.api.view_deps import (
+    ConfigView,
+    DashboardView,
+    GridView,
+    PullSectionView,
+    PullView,
+    RunView,
+)
 from cpci.server.models import Repository
 from cpci.server.ui import plots
 from cpci.server.ui.templating import make_templates
@@ -43,6 +50,16 @@ def dashboard(request: Request, view: DashboardView) -> HTMLResponse:
         page=view,
         trend=plots.pass_rate_trend(view),
         json_url=urls.api_dashboard(view.repository),
+    )
+
+
+@router.get(REPO + "/grid", response_class=HTMLResponse)
+def grid(request: Request, view: GridView) -> HTMLResponse:
+    return render(
+        request,
+        "grid.html",
+        page=view,
+        json_url=urls.api_grid(view.repository, view.branch),
     )
 
 
@@ -75,6 +92,8 @@ def pull(request: Request, view: PullView) -> HTMLResponse:
         page=report,
         sections=sections,
         consistency=view.consistency,
+        gate=view.gate,
+        fail_on=view.fail_on,
         json_url=urls.api_pull_page(report.repository, report.pull_request),
     )
 

@@ -1,10 +1,11 @@
 """Plots as inline SVG, rendered on the server: readable with JavaScript off, no CDN, no library.
 
 Two shapes cover the pages: a scatter/line plot over a numeric x axis (pass rate per run,
-duration and max abs error over time) and a strip of coloured cells (one config's outcome per
-commit). Every text and attribute goes through `escape`, since config names and messages come
-from uploads. Each plot carries `<title>`/`<desc>` and `role="img"` for screen readers, and each
-mark a `data-*` attribute so tests can count them against the data.
+duration and max abs error per commit, with a bar across each commit's range) and a strip of
+coloured cells (one config's outcome per commit). Every text and attribute goes through
+`escape`, since config names and messages come from uploads. Each plot carries `<title>` and
+`<desc>` and `role="img"` for screen readers, and each mark a `data-*` attribute so tests can
+count them against the data.
 """
 
 from __future__ import annotations
@@ -23,11 +24,16 @@ CELL, CELL_GAP = 14, 2
 
 @dataclass(frozen=True)
 class Point:
+    """A mark at (x, y); with `low` and `high`, a vertical bar across that range at x too (the
+    spread of several results whose median is y)."""
+
     x: float
     y: float
     label: str  # the tooltip
     kind: str = "ok"  # a CSS class: ok, fail, mixed, skip
     href: str | None = None
+    low: float | None = None
+    high: float | None = None
 
 
 @dataclass(frozen=True)
@@ -99,7 +105,7 @@ def scatter_plot(
     The y axis turns logarithmic when every value is positive and they span more than two
     decades (errors vs a reference often do), and says so in its label.
     """
-    ys = [p.y for p in points]
+    ys = [y for p in points for y in (p.y, p.low, p.high) if y is not None]
     log_y = y_range is None and bool(ys) and min(ys) > 0 and max(ys) / min(ys) >= 100
     if y_range is not None:
         y_low, y_high = y_range
@@ -178,7 +184,13 @@ def scatter_plot(
         )
         parts.append(f'<path class="series" d="{path}"/>')
     for p in ordered:
-        mark = (
+        spread = (
+            f'<line class="range {escape(p.kind)}" x1="{_fmt(sx(p.x))}" x2="{_fmt(sx(p.x))}" '
+            f'y1="{_fmt(sy(p.low))}" y2="{_fmt(sy(p.high))}"/>'
+            if p.low is not None and p.high is not None and p.high > p.low
+            else ""
+        )
+        mark = spread + (
             f'<circle class="point {escape(p.kind)}" data-kind="{escape(p.kind)}" '
             f'cx="{_fmt(sx(p.x))}" cy="{_fmt(sy(p.y))}" r="3.5"><title>{escape(p.label)}'
             "</title></circle>"

@@ -7,6 +7,7 @@ failure messages come from uploads; plots arrive as `Markup` already escaped by 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import datetime
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
@@ -15,6 +16,8 @@ from starlette.templating import Jinja2Templates
 
 from cpci import urls
 from cpci.schema import verdicts
+from cpci.server.ui.icons import icon, sprite
+from cpci.server.views import grid
 
 
 def percent(value: float | None) -> str:
@@ -44,6 +47,32 @@ def breakable(text: str) -> Markup:
     return Markup("<wbr>").join(part for part in _BREAKS.split(text) if part)
 
 
+#: The PR page's headline per gate (`cpci.github.gate`): what the check run concludes, in words.
+GATE_TITLES = {
+    "failure": "Fails the gate",
+    "neutral": "Passes the gate, with failures not blamed on this PR",
+    "success": "Passes",
+    "pending": "Pending: no verdict until every shard is in",
+}
+
+
+#: A grid cell per state: a class for its colour and a character for readers who cannot tell
+#: the colours apart (plain text, in every font).
+_GRID_CELLS = {
+    "pass": '<td class="c pass"></td>',
+    "fail": '<td class="c fail">x</td>',
+    "mixed": '<td class="c mixed">~</td>',
+    "skip": '<td class="c skip">-</td>',
+    "": '<td class="c none"></td>',
+}
+
+
+def grid_cells(states: Sequence[str]) -> Markup:
+    """A grid row's cells, joined here rather than looped in Jinja: thousands of rows of thirty
+    cells are most of the grid page's markup."""
+    return Markup("".join(_GRID_CELLS[s] for s in states))
+
+
 def make_templates() -> Jinja2Templates:
     env = Environment(
         loader=PackageLoader("cpci.server", "templates"),
@@ -52,7 +81,14 @@ def make_templates() -> Jinja2Templates:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(percent=percent, seconds=seconds, when=when, breakable=breakable)
+    env.filters.update(
+        percent=percent, seconds=seconds, when=when, breakable=breakable, grid_cells=grid_cells
+    )
     env.globals["urls"] = urls
-    env.globals["verdict_info"] = verdicts.info  # one name, icon and order per verdict
+    env.globals["verdict_info"] = verdicts.info  # one name, title and order per verdict
+    env.globals["VERDICTS"] = verdicts.VERDICTS
+    env.globals["GATE_TITLES"] = GATE_TITLES
+    env.globals["GRID_VERDICTS"] = (*grid.ORDER, "quarantined")
+    env.globals["icon"] = icon  # inline SVG, never an emoji (`ui.icons`)
+    env.globals["icon_sprite"] = sprite
     return Jinja2Templates(env=env)

@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from cpci.github.consistency import ConsistencyResult
+from cpci.github.gate import FailOn, Gate
 from cpci.schema import (
     Environment,
     FlakinessAssessment,
@@ -236,6 +237,60 @@ class ConfigOverview(BaseModel):
     elsewhere: str | None = Field(description="a runner fails where others pass, if any")
 
 
+#: A grid cell: what a config did at a commit (`TimelineCell.state`), "" where it did not run.
+GridState = Literal["pass", "fail", "mixed", "skip", ""]
+#: A grid row's verdict, its newest result against the one before on the branch: failing since
+#: that commit (`new_failure`), failing there too (`broken`, with `broken_since`), failing but
+#: flaky (`flaky`), failing with nothing before it (`no_baseline`), `fixed`, `passed`, `skipped`.
+GridVerdict = Literal["new_failure", "broken", "flaky", "no_baseline", "fixed", "passed", "skipped"]
+#: What a grid row can be filtered on besides its verdict: its markers.
+GridMark = Literal["quarantined"]
+
+
+class GridColumn(BaseModel):
+    """One commit of the branch, newest first, with the newest CI run that tested it."""
+
+    commit: str
+    ci_run_id: str
+    created_at: datetime
+    page_url: str
+
+
+class GridRow(BaseModel):
+    config: str
+    params: dict[str, Any]
+    cells: list[GridState] = Field(description="one per column (commit), newest first")
+    verdict: GridVerdict
+    broken_since: str | None = Field(
+        description="for `broken`: the oldest commit of its failing streak in these columns"
+    )
+    broken_before_window: bool = Field(
+        description="the failing streak reaches the oldest column: it began before them"
+    )
+    flaky: bool = Field(description="labelled flaky by its history, as the dashboard labels it")
+    quarantined: str | None = Field(description="the reason it is quarantined; null if not")
+    page_url: str
+
+
+class Grid(BaseModel):
+    """Configs x recent commits of a branch: the page people open first to see what is red."""
+
+    repository: str
+    branch: str | None
+    columns: list[GridColumn] = Field(description="commits, newest first")
+    rows: list[GridRow] = Field(description="this page of the matching rows, worst first")
+    verdicts: dict[str, int] = Field(description="every row (unfiltered) per verdict")
+    configs: int = Field(description="rows before filtering")
+    matching: int = Field(description="rows matching the filter, over all pages")
+    query: str
+    param: str
+    outcome_filter: list[GridState]
+    verdict_filter: list[GridVerdict | GridMark]
+    page: int
+    pages: int
+    per_page: int
+
+
 class ShardRow(BaseModel):
     leg: str = Field(default="", description="matrix leg; '' for a run without a matrix")
     index: int
@@ -312,3 +367,7 @@ class PullPage(BaseModel):
     consistency: ConsistencyResult | None = Field(
         description="file-consistency findings the GitHub bot last published; null if none"
     )
+    gate: Gate = Field(
+        description="what the check run concludes under `fail_on`: the page's headline colour"
+    )
+    fail_on: FailOn = Field(description="the gating mode (CPCI_GITHUB_FAIL_ON)")

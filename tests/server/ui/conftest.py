@@ -16,9 +16,10 @@ from typing import Any
 import httpx
 import pytest
 
+from cpci import urls
 from cpci.server import Settings, create_app
 from cpci.server.core.db import create_db_engine
-from tests.builders import send
+from tests.builders import REPO, send
 from tests.live_server import serve
 from tests.server.databases import migrate_with_token
 from tests.server.ui.ui_seed import seed
@@ -55,7 +56,8 @@ def service(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[str]:
     """The base URL of a seeded service, served by uvicorn over real HTTP; a test module's
-    `EXTRA_UPLOADS` (upload bodies) are uploaded after the seed."""
+    `EXTRA_UPLOADS` (upload bodies) are uploaded after the seed, then its `QUARANTINES`
+    ((config, reason) pairs) quarantined."""
     url = f"sqlite:///{tmp_path_factory.mktemp('ui') / 'cpci.db'}"
     engine = create_db_engine(url)
     token = migrate_with_token(engine, name="ui")
@@ -68,6 +70,10 @@ def service(
                 seed(http)
                 for body in getattr(request.module, "EXTRA_UPLOADS", ()):
                     response = send(http, body)
+                    assert response.status_code == 201, response.text
+                for key, reason in getattr(request.module, "QUARANTINES", ()):
+                    body = {"config": key, "reason": reason}
+                    response = http.post(urls.api_quarantines(REPO), json=body)
                     assert response.status_code == 201, response.text
             yield base
     finally:

@@ -47,7 +47,7 @@ def test_navigate_dashboard_config_run_pull(page: Any, service: str, artifacts: 
     assert page.locator("svg#timeline rect.cell[data-state=fail]").count() == A2A_FAILED_COMMITS
     assert page.locator("svg#durations circle.point").count() == MAIN_RUNS + 1
     assert page.locator("svg#durations circle.point.fail").count() == A2A_FAILED_COMMITS
-    assert page.locator("svg#metric-0 text.plot-title").text_content() == "max_abs_err over time"
+    assert page.locator("svg#metric-0 text.plot-title").text_content() == "max_abs_err per commit"
     signatures = page.locator("#signatures tbody tr")
     assert signatures.count() == 1  # the messages differ only in numbers and addresses
     assert signatures.locator("td").first.inner_text() == str(A2A_FAILED_COMMITS)

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from cpci.server.api.view_deps import ConfigView, DashboardView, PullView, RunView
-from cpci.server.views.read_models import ConfigOverview, Dashboard, PullPage, RunDetail
+from cpci.server.api.view_deps import ConfigView, DashboardView, GridView, PullView, RunView
+from cpci.server.views.read_models import ConfigOverview, Dashboard, Grid, PullPage, RunDetail
 from cpci.urls import API_PREFIX
 
 router = APIRouter(prefix=API_PREFIX + "/repos/{owner}/{repo}", tags=["pages"])
@@ -16,6 +16,11 @@ router = APIRouter(prefix=API_PREFIX + "/repos/{owner}/{repo}", tags=["pages"])
 
 @router.get("/dashboard", summary="Recent runs of a branch, flaky and slow configs, open PRs")
 def dashboard(view: DashboardView) -> Dashboard:
+    return view
+
+
+@router.get("/grid", summary="Configs x recent commits of a branch, filtered and paged")
+def grid(view: GridView) -> Grid:
     return view
 
 
