@@ -49,6 +49,12 @@ def dashboard(repository: str, branch: str | None = None) -> str:
     return f"{UI_PREFIX}/{_repo(repository)}{query}"
 
 
+def grid(repository: str, branch: str | None = None) -> str:
+    """Every config across the recent commits of a branch, one row each (filters as a query)."""
+    query = f"?{urlencode({'branch': branch})}" if branch else ""
+    return f"{UI_PREFIX}/{_repo(repository)}/grid{query}"
+
+
 def config(repository: str, key: str) -> str:
     """The config's page: its history, what a person following a link wants to see."""
     return f"{UI_PREFIX}/{_repo(repository)}/config?{urlencode({'config': key})}"
@@ -73,6 +79,12 @@ def pull_section(repository: str, number: int, section: str, offset: int = 0) ->
 
 def api_dashboard(repository: str) -> str:
     return f"{api_repo(repository)}/dashboard"
+
+
+def api_grid(repository: str, branch: str | None = None) -> str:
+    """The grid's twin: its columns (commits) and its rows (configs), filtered and paged."""
+    query = f"?{urlencode({'branch': branch})}" if branch else ""
+    return f"{api_repo(repository)}/grid{query}"
 
 
 def api_config(repository: str, key: str) -> str:
@@ -106,6 +118,23 @@ def api_durations(repository: str, branch: str | None = None, runs: int | None =
     """GET median seconds per config over recent trusted branch runs (what shards balance by)."""
     query = {k: v for k, v in (("branch", branch), ("runs", runs)) if v is not None}
     return f"{api_repo(repository)}/durations" + (f"?{urlencode(query)}" if query else "")
+
+
+def api_evidence(repository: str, branch: str | None = None) -> str:
+    """GET each config's base-branch evidence (`cpci.evidence/1`): what the runner's rerun
+    decisions weigh a failure against."""
+    query = urlencode({"branch": branch}) if branch is not None else ""
+    return f"{api_repo(repository)}/evidence" + (f"?{query}" if query else "")
+
+
+def api_quarantines(repository: str) -> str:
+    """GET the quarantined configs; POST one to quarantine it (`cpci quarantine add`)."""
+    return f"{api_repo(repository)}/quarantines"
+
+
+def api_quarantine_release(repository: str) -> str:
+    """POST a config to end its quarantine (`cpci quarantine release`)."""
+    return f"{api_quarantines(repository)}/release"
 
 
 def api_flaky(repository: str) -> str:
