@@ -6,16 +6,17 @@ would: one config's `ResultRecord` (`record`), one shard's `RunEnvelope` (`envel
 `PullRequestReport` and its parts (`report`, `verdict`, `flaky_evidence`, `drift`). What a test
 leaves out is a config that passed in 1 s on 2 ranks, in a shard of `REPO` at `BASE` on main,
 run on an H100. `upload` sends an envelope to a service as the uploader does (its JSON, by
-alias) through any `httpx.Client`: a `TestClient` or one bound to a live uvicorn; `send` is the
-same POST, its answer unread (for refusals).
+alias) through any `Client`: starlette's `TestClient` (an `httpx2.Client`) or an `httpx.Client`
+bound to a live uvicorn; `send` is the same POST, its answer unread (for refusals).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeAlias, TypeVar, overload
 
 import httpx
+import httpx2
 
 from cpci import urls
 from cpci.schema import (
@@ -35,6 +36,11 @@ from cpci.schema import (
     UploadReceipt,
     config_key,
 )
+
+#: What a test talks to a service through: starlette's `TestClient` is an `httpx2.Client`, a live
+#: uvicorn is reached through an `httpx.Client`; both answer alike.
+Client: TypeAlias = httpx.Client | httpx2.Client
+Response: TypeAlias = httpx.Response | httpx2.Response
 
 REPO = "acme/attn"
 BASE = "a" * 40
@@ -107,13 +113,33 @@ def replaced(built: Built, **fields: Any) -> Built:
     return type(built).model_validate({**built.model_dump(by_alias=True), **fields})
 
 
+@overload
+def send(
+    client: httpx2.Client,
+    envelope: RunEnvelope | dict[str, Any],
+    *,
+    token: str | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> httpx2.Response: ...
+
+
+@overload
 def send(
     client: httpx.Client | str,
     envelope: RunEnvelope | dict[str, Any],
     *,
     token: str | None = None,
     headers: Mapping[str, str] | None = None,
-) -> httpx.Response:
+) -> httpx.Response: ...
+
+
+def send(
+    client: Client | str,
+    envelope: RunEnvelope | dict[str, Any],
+    *,
+    token: str | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> Response:
     """POST `envelope` (or a body built by hand) to the service `client` talks to (or at that
     base URL); `token`: the bearer to send instead of the client's own."""
     sent = dict(headers or {})
@@ -130,7 +156,7 @@ def send(
 
 
 def upload(
-    client: httpx.Client | str,
+    client: Client | str,
     envelope: RunEnvelope | dict[str, Any],
     *,
     token: str | None = None,

@@ -46,14 +46,15 @@ def required() -> frozenset[str]:
 
 
 def missing(name: str, reason: str) -> NoReturn:
-    """The test cannot run without prerequisite `name`: skip, or fail where it was promised."""
+    """The test (or the module calling this at import) cannot run without prerequisite `name`:
+    skip, or fail where it was promised."""
     if name not in PREREQUISITES:
         raise ValueError(f"unknown prerequisite {name!r}: add it to PREREQUISITES")
     if name in required():
         pytest.fail(
             f"{reason}; {REQUIRE_ENV} promises {name} ({PREREQUISITES[name]})", pytrace=False
         )
-    pytest.skip(f"{SKIP_PREFIX}{name}] {reason}")
+    pytest.skip(f"{SKIP_PREFIX}{name}] {reason}", allow_module_level=True)
 
 
 def import_or_skip(module: str, name: str, reason: str) -> ModuleType:

@@ -11,12 +11,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import tomllib
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from tests.prerequisites import missing
+from tests.pyproject import pyproject
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOLS = ("podman", "debootstrap", "curl")
@@ -62,7 +62,7 @@ def locked() -> dict[str, tuple[Version, int]]:
 def test_the_lock_pins_every_dependency_of_the_service_with_hashes() -> None:
     """What the image installs: pyproject's dependencies, its service extra and the build
     backend, each at one version that satisfies pyproject and with the hashes pip checks."""
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    project = pyproject()
     wanted = [
         *project["project"]["dependencies"],
         *project["project"]["optional-dependencies"]["service"],

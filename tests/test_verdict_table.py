@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -45,7 +46,8 @@ def test_the_gate_fails_exactly_on_the_gating_verdicts() -> None:
     for v in VERDICTS:
         if not v.field or v.name == "pending":
             continue
-        one = report(**{v.field: [verdict("x", v.name)]})
+        sections: dict[str, Any] = {v.field: [verdict("x", v.name)]}
+        one = report(**sections)
         assert (gate(one, None) == "failure") == (v.name in GATES), v.name
         assert failing_configs(one) == (1 if v.name in FAILS_AT_HEAD else 0), v.name
 

@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
+from tests.builders import REPO
 from tests.live_server import Request, serve_answers
-from tests.server.oidc_keys import PUSH_TO_MAIN, REPO, Keys, oidc_service
+from tests.server.oidc_keys import PUSH_TO_MAIN, Keys, oidc_service
 from tests.upload.support import migrated_database, service
 
 __all__ = ["OidcJob", "oidc_job", "service"]

@@ -14,8 +14,9 @@ import httpx
 from cpci import urls
 from cpci.schema import ResultRecord, RunEnvelope
 from cpci.upload.service_client import ServiceClient
+from tests.builders import REPO
 from tests.live_server import serve_handler
-from tests.upload.support import REPO, LiveService, action_env, run_cpci
+from tests.upload.support import LiveService, action_env, run_cpci
 
 TESTS = 8
 SUITE = f"""

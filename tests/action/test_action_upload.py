@@ -12,10 +12,9 @@ import httpx
 from cpci.cli import main
 from cpci.upload.unsent import read_unsent
 from tests.action.conftest import OidcJob
-from tests.builders import envelope
+from tests.builders import REPO, envelope
 from tests.server.oidc_keys import AUDIENCE
 from tests.upload.support import (
-    REPO,
     Completed,
     LiveService,
     action_env,

@@ -215,7 +215,7 @@ def test_the_old_system_site_packages_venv_is_poisoned(runner: Runner, tmp_path:
     (Path(site) / "system-site.pth").write_text(
         f"import site; site.addsitedir({str(runner.site)!r})\n"
     )
-    pip = [target / "bin" / "python", "-m", "pip", "install", "--quiet", "probe_app"]
+    pip = [str(target / "bin" / "python"), "-m", "pip", "install", "--quiet", "probe_app"]
     subprocess.run(pip, check=True, env=env, cwd=tmp_path)
     seen = _probe(target / "bin" / "python", env)
     assert seen["probe_dep"] == "poisoned"
@@ -230,7 +230,7 @@ def test_a_planted_pip_conf_poisons_an_install_that_reads_it(
     target = tmp_path / "reads-config"
     venv.EnvBuilder(with_pip=True).create(target)
     env = runner.env(tmp_path / "pth-ran")
-    pip = [target / "bin" / "python", "-m", "pip", "install", "--quiet", "probe_dep"]
+    pip = [str(target / "bin" / "python"), "-m", "pip", "install", "--quiet", "probe_dep"]
     subprocess.run(pip, check=True, env=env)
     seen = subprocess.run(
         [target / "bin" / "python", "-c", "import probe_dep; print(probe_dep.WHO)"],

@@ -9,9 +9,9 @@ import pytest
 
 from cpci.cli import main
 from cpci.schema import Outcome
-from tests.builders import record
+from tests.builders import REPO, record
 from tests.github.fake_github import FakeGitHub
-from tests.upload.support import REPO, LiveService, results_file, upload_args
+from tests.upload.support import LiveService, results_file, upload_args
 
 BASE, HEAD = "b" * 40, "c" * 40
 CONFIGS = ["t.py::test_attn[p2p]", "t.py::test_attn[a2a]"]

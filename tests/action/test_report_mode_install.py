@@ -9,8 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
-import tomllib
 import yaml
+
+from tests.pyproject import pyproject
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Where a distribution's import name is not its name with `-` as `_`.
@@ -19,7 +20,7 @@ IMPORT_NAMES = {"pyjwt": "jwt"}
 
 def extra(name: str) -> set[str]:
     """The import names of the distributions an extra of pyproject.toml lists."""
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    project = pyproject()["project"]
     names = {
         re.split(r"[\[<>=~!;\s]", spec, maxsplit=1)[0].lower()
         for spec in project["optional-dependencies"][name]

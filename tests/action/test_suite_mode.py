@@ -10,9 +10,10 @@ import httpx
 
 from cpci.schema import read_results
 from tests.action.conftest import OidcJob
+from tests.builders import REPO
 from tests.github.gfm import rendered_cells
 from tests.prerequisites import import_or_skip
-from tests.server.oidc_keys import AUDIENCE, REPO
+from tests.server.oidc_keys import AUDIENCE
 from tests.upload.support import Completed, action_env, run_cpci
 
 import_or_skip("torch", "torch", "test mode runs a torchrun world")

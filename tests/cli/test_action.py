@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.builders import REPO
 from tests.github.fake_github import FakeGitHub
 from tests.live_server import loopback_socket
-from tests.upload.support import REPO, action_env, run_cpci
+from tests.upload.support import action_env, run_cpci
 
 
 def test_a_bad_input_fails_the_step_naming_the_input(tmp_path: Path) -> None:

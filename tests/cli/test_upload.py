@@ -13,8 +13,8 @@ import pytest
 from cpci import urls
 from cpci.cli import main
 from cpci.schema import ShardPlan
-from tests.builders import record
-from tests.upload.support import REPO, LiveService, git, git_checkout, results_file, run_cpci
+from tests.builders import REPO, record
+from tests.upload.support import LiveService, git, git_checkout, results_file, run_cpci
 
 SHA = "c" * 40
 

@@ -160,7 +160,8 @@ class _Request:
 
     @property
     def content_type(self) -> str:
-        return self._request.headers.get("content-type", "application/octet-stream")
+        value: str = self._request.headers.get("content-type", "application/octet-stream")
+        return value
 
 
 class _Response:
@@ -174,7 +175,8 @@ class _Response:
 
     @property
     def content_type(self) -> str:
-        return self._response.headers.get("content-type", "application/json")
+        value: str = self._response.headers.get("content-type", "application/json")
+        return value
 
     @property
     def data(self) -> bytes:

@@ -22,7 +22,7 @@ import http.server
 import itertools
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -90,7 +90,7 @@ class FakeGitHub:
         body: str = "",
         title: str | None = None,
         labels: tuple[str, ...] = (),
-        files: list[tuple[str, str] | tuple[str, str, str]] = (),  # type: ignore[assignment]
+        files: Sequence[tuple[str, str] | tuple[str, str, str]] = (),
         head_repo: str | None = None,
         head_ref: str | None = None,
         base_ref: str | None = None,
@@ -115,7 +115,7 @@ class FakeGitHub:
         self.merge_bases[(repo, number)] = merge_base or base_sha
 
     def _diff_entry(self, status: str, name: str, old: str | None = None) -> dict[str, Any]:
-        entry = copy.deepcopy(
+        entry: dict[str, Any] = copy.deepcopy(
             contract._spec()["components"]["examples"]["diff-entry-items"]["value"][0]
         )
         entry.update(filename=name, status=status)
@@ -124,7 +124,7 @@ class FakeGitHub:
         return entry
 
     def add_comment(self, repo: str, number: int, body: str, login: str) -> dict[str, Any]:
-        comment = copy.deepcopy(
+        comment: dict[str, Any] = copy.deepcopy(
             contract._spec()["components"]["examples"]["issue-comment"]["value"]
         )
         comment_id = next(self._ids)
@@ -477,37 +477,38 @@ def _get_user(fake: FakeGitHub, request: httpx.Request, p: dict[str, str]) -> ht
 
 
 _REPO = r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)"
+_REPO_ROUTES: list[tuple[str, str, str | None, Handler]] = [
+    ("GET", r"/issues/(?P<n>\d+)/comments", "/issues/{issue_number}/comments", _list_comments),
+    (
+        "POST",
+        r"/issues/(?P<n>\d+)/comments",
+        "/issues/{issue_number}/comments",
+        _create_comment,
+    ),
+    (
+        "PATCH",
+        r"/issues/comments/(?P<id>\d+)",
+        "/issues/comments/{comment_id}",
+        _update_comment,
+    ),
+    ("GET", r"/pulls/(?P<n>\d+)", "/pulls/{pull_number}", _get_pull),
+    ("GET", r"/pulls/(?P<n>\d+)/files", "/pulls/{pull_number}/files", _list_files),
+    ("POST", r"/check-runs", "/check-runs", _create_check),
+    ("PATCH", r"/check-runs/(?P<id>\d+)", "/check-runs/{check_run_id}", _update_check),
+    ("POST", r"/statuses/(?P<sha>[0-9a-f]+)", "/statuses/{sha}", _create_status),
+    ("GET", r"/issues/(?P<n>\d+)/events", "/issues/{issue_number}/events", _list_events),
+    (
+        "GET",
+        r"/collaborators/(?P<username>[^/]+)/permission",
+        "/collaborators/{username}/permission",
+        _permission,
+    ),
+    ("GET", r"/contents/(?P<path>.+)", "/contents/{path}", _contents),
+    ("GET", r"/pulls/(?P<n>\d+)/reviews", None, _list_reviews),
+]
 ROUTES: list[tuple[str, re.Pattern[str], str | None, Handler]] = [
     (m, re.compile(_REPO + rx), t and "/repos/{owner}/{repo}" + t, h)
-    for m, rx, t, h in [
-        ("GET", r"/issues/(?P<n>\d+)/comments", "/issues/{issue_number}/comments", _list_comments),
-        (
-            "POST",
-            r"/issues/(?P<n>\d+)/comments",
-            "/issues/{issue_number}/comments",
-            _create_comment,
-        ),
-        (
-            "PATCH",
-            r"/issues/comments/(?P<id>\d+)",
-            "/issues/comments/{comment_id}",
-            _update_comment,
-        ),
-        ("GET", r"/pulls/(?P<n>\d+)", "/pulls/{pull_number}", _get_pull),
-        ("GET", r"/pulls/(?P<n>\d+)/files", "/pulls/{pull_number}/files", _list_files),
-        ("POST", r"/check-runs", "/check-runs", _create_check),
-        ("PATCH", r"/check-runs/(?P<id>\d+)", "/check-runs/{check_run_id}", _update_check),
-        ("POST", r"/statuses/(?P<sha>[0-9a-f]+)", "/statuses/{sha}", _create_status),
-        ("GET", r"/issues/(?P<n>\d+)/events", "/issues/{issue_number}/events", _list_events),
-        (
-            "GET",
-            r"/collaborators/(?P<username>[^/]+)/permission",
-            "/collaborators/{username}/permission",
-            _permission,
-        ),
-        ("GET", r"/contents/(?P<path>.+)", "/contents/{path}", _contents),
-        ("GET", r"/pulls/(?P<n>\d+)/reviews", None, _list_reviews),
-    ]
+    for m, rx, t, h in _REPO_ROUTES
 ] + [
     ("POST", re.compile(r"/app/installations/(?P<id>\d+)/access_tokens"), None, _app_token),
     ("GET", re.compile(r"/app"), None, _get_app),

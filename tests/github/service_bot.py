@@ -85,7 +85,7 @@ class Bot:
             else record(name, outcome)
             for name, outcome in outcomes.items()
         ]
-        run = {"ci_run_id": f"run-{commit[:6]}", "branch": None, "environment": {}}
+        run: dict[str, Any] = {"ci_run_id": f"run-{commit[:6]}", "branch": None, "environment": {}}
         built = envelope(results, repository=repo, commit=commit, **{**run, **fields})
         upload(self.http, built, token=self.tokens[repo])
 

@@ -11,11 +11,11 @@ import pytest
 from cpci.github import markdown as md
 from cpci.github.client import COMMENT_LIMIT, GitHubClient
 from cpci.github.comment import MARKER, CommentOptions, gate_recorded_in, render
-from cpci.github.consistency import acknowledgements, evaluate
+from cpci.github.consistency import ConsistencyResult, acknowledgements, evaluate
 from cpci.github.models import ChangedFile
 from cpci.github.publish import upsert_comment
 from cpci.github.rules import parse_rules
-from cpci.schema import FlakeTest
+from cpci.schema import FlakeTest, PullRequestReport
 from tests.builders import drift, flaky_evidence, report, verdict
 from tests.github.fake_github import FakeGitHub
 from tests.github.gfm import fenced_blocks
@@ -39,7 +39,7 @@ def _golden(name: str, body: str) -> None:
     )
 
 
-def _mixed_report():  # type: ignore[no-untyped-def]
+def _mixed_report() -> PullRequestReport:
     return report(
         new_failures=[
             verdict("p2p-bf16"),
@@ -62,7 +62,7 @@ def _mixed_report():  # type: ignore[no-untyped-def]
     )
 
 
-def _consistency():  # type: ignore[no-untyped-def]
+def _consistency() -> ConsistencyResult:
     rules = parse_rules(
         "consistency:\n  - {name: workers, paths: [w1.py, w2.py], message: keep in step}\n"
     )

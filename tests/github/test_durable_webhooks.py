@@ -40,9 +40,10 @@ def engine(tmp_path: Path) -> Iterator[Engine]:
 
 def _row(engine: Engine, delivery: str) -> WebhookDelivery:
     with Session(engine) as session:
-        return session.exec(
+        row: WebhookDelivery = session.exec(
             select(WebhookDelivery).where(WebhookDelivery.delivery_id == delivery)
         ).one()
+        return row
 
 
 def _opened_payload() -> dict[str, object]:

@@ -13,7 +13,8 @@ from sqlalchemy import create_engine, text
 
 from cpci.cli import main
 from cpci.upload.ancestry import first_parent_links
-from tests.upload.support import REPO, LiveService, upload_args
+from tests.builders import REPO
+from tests.upload.support import LiveService, upload_args
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "t",

@@ -13,8 +13,9 @@ import pytest
 from cpci.cli import main
 from cpci.upload.envelope import RunFields, build_envelope, leg_name
 from cpci.upload.errors import EnvelopeError
+from tests.builders import REPO
 from tests.github.contract import require_reference
-from tests.upload.support import REPO, LiveService, results_file, upload_args
+from tests.upload.support import LiveService, results_file, upload_args
 
 MERGE = "9" * 40  # GITHUB_SHA of a pull_request event: the merge commit GitHub made
 

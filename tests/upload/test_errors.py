@@ -9,9 +9,9 @@ import pytest
 
 from cpci.upload import errors
 from cpci.upload.settings import UploadSettingsError
-from tests.builders import envelope
+from tests.builders import REPO, envelope
 from tests.live_server import loopback_socket
-from tests.upload.support import REPO, Completed, results_file, run_cpci
+from tests.upload.support import Completed, results_file, run_cpci
 
 
 @pytest.mark.parametrize(

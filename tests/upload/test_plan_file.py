@@ -15,7 +15,8 @@ from cpci.server.models import Shard
 from cpci.upload.envelope import RunFields, build_envelope
 from cpci.upload.errors import EnvelopeError
 from cpci.upload.plan_file import plan_for
-from tests.upload.support import REPO, LiveService, results_file, run_cpci, upload_args
+from tests.builders import REPO
+from tests.upload.support import LiveService, results_file, run_cpci, upload_args
 
 FIELDS = RunFields(repository=REPO, commit="a" * 40, ci_run_id="1")
 

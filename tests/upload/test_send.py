@@ -16,10 +16,9 @@ from cpci.upload.errors import UploadFailed
 from cpci.upload.retry import Backoff
 from cpci.upload.send import Delivered, deliver
 from cpci.upload.spool import Binding, Spool
-from tests.builders import envelope
+from tests.builders import REPO, envelope
 from tests.live_server import loopback_socket
 from tests.upload.support import (
-    REPO,
     LiveService,
     live_service,
     migrated_database,

@@ -10,9 +10,9 @@ import pytest
 from cpci.upload.errors import UploadFailed
 from cpci.upload.retry import Backoff
 from cpci.upload.service_client import ServiceClient
-from tests.builders import envelope
+from tests.builders import REPO, envelope
 from tests.live_server import Request, loopback_socket, serve_answers
-from tests.upload.support import REPO, LiveService, receipt_body
+from tests.upload.support import LiveService, receipt_body
 
 
 def test_an_upload_is_stored_once_then_a_duplicate(service: LiveService) -> None:

@@ -20,10 +20,9 @@ import pytest
 
 from cpci.cli import main
 from cpci.upload.spool import Binding, Spool, default_spool_dir
-from tests.builders import envelope
+from tests.builders import REPO, envelope
 from tests.live_server import Request, loopback_socket, serve_answers
 from tests.upload.support import (
-    REPO,
     LiveService,
     receipt_body,
     results_file,

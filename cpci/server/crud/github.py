@@ -155,9 +155,10 @@ def _queue(row: WebhookDelivery, now: datetime) -> None:
 
 
 def _webhook_delivery(session: Session, delivery_id: str) -> WebhookDelivery | None:
-    return session.exec(
+    row: WebhookDelivery | None = session.exec(
         select(WebhookDelivery).where(WebhookDelivery.delivery_id == delivery_id)
     ).first()
+    return row
 
 
 def load_pull_state(*, session: Session, repository: str, number: int) -> PullState | None:
@@ -197,8 +198,9 @@ def pulls_for_commit(*, session: Session, repository: str, commit: str) -> list[
 
 
 def _state_row(session: Session, repository: str, number: int) -> GitHubPullState | None:
-    return session.exec(
+    row: GitHubPullState | None = session.exec(
         select(GitHubPullState).where(
             GitHubPullState.repository == repository, GitHubPullState.pull_request == number
         )
     ).first()
+    return row

@@ -116,12 +116,13 @@ def warm_pull_report(
 
 
 def _latest_run(session: Session, repo: Repository, number: int) -> Run | None:
-    return session.exec(
+    run: Run | None = session.exec(
         select(Run)
         .where(Run.repository_id == repo.id, Run.pull_request == number)
         .order_by(col(Run.id).desc())
         .limit(1)
     ).first()
+    return run
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,9 @@ from cpci.server.models import Config, EnvironmentFingerprint, Repository
 
 
 def get_repository(*, session: Session, name: str) -> Repository:
-    repo = session.exec(select(Repository).where(Repository.name == name)).first()
+    repo: Repository | None = session.exec(
+        select(Repository).where(Repository.name == name)
+    ).first()
     if repo is None:
         raise NotFound(f"no results for repository {name!r} yet: upload a run first")
     return repo
@@ -24,7 +26,7 @@ def get_repository(*, session: Session, name: str) -> Repository:
 
 def get_config(*, session: Session, repo: Repository, key: str) -> Config:
     """A config of `repo` by its key (NODEID@WORLD_SIZE); a 404 saying what keys look like."""
-    config = session.exec(
+    config: Config | None = session.exec(
         select(Config).where(Config.repository_id == repo.id, Config.key == key)
     ).first()
     if config is None or config.id is None:
@@ -39,7 +41,7 @@ def ensure_repository(*, session: Session, name: str) -> int:
         rows=[{"name": name}],
         keys=["name"],
     )
-    repo_id = session.exec(select(Repository.id).where(Repository.name == name)).one()
+    repo_id: int | None = session.exec(select(Repository.id).where(Repository.name == name)).one()
     assert repo_id is not None
     return repo_id
 
@@ -63,7 +65,7 @@ def ensure_environment(*, session: Session, environment: Environment) -> int:
     digest = fingerprint(environment)
     row = {"fingerprint": digest, **environment.model_dump()}
     insert_missing(session=session, model=EnvironmentFingerprint, rows=[row], keys=["fingerprint"])
-    env_id = session.exec(
+    env_id: int | None = session.exec(
         select(EnvironmentFingerprint.id).where(EnvironmentFingerprint.fingerprint == digest)
     ).one()
     assert env_id is not None

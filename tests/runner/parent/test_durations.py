@@ -15,9 +15,9 @@ from cpci import urls
 from cpci.runner.parent import sharding
 from cpci.schema import ResultRecord, RunEnvelope, ShardPlan, plan_path
 from cpci.upload.service_client import ServiceClient
+from tests.builders import REPO
 from tests.live_server import loopback_socket
 from tests.upload.support import (
-    REPO,
     Database,
     LiveService,
     live_service,

@@ -22,7 +22,7 @@ from sqlalchemy import Engine
 from cpci import urls
 from cpci.github.comment import CommentOptions, render
 from cpci.github.publish import check_run_fields
-from cpci.schema import PullRequestReport, ReportSectionPage
+from cpci.schema import Outcome, PullRequestReport, ReportSectionPage
 from cpci.server import Settings, create_app
 from cpci.server.analysis.pull_report import ConfigLeg, report_order
 from cpci.server.analysis.storms import StormPolicy, failure_signature, find_storms
@@ -173,7 +173,7 @@ def storm_service(engine: Engine, db_url: str, **overrides: Any) -> Any:
     return create_app(settings, engine=engine)
 
 
-def seed_storm(client: httpx.Client, token: str, head_outcome: str, message: str) -> None:
+def seed_storm(client: httpx.Client, token: str, head_outcome: Outcome, message: str) -> None:
     """A base where every config passes; a PR head where every config fails one way (on
     two attempts each, so only the storm rule can make them INFRA)."""
     base = [record(f"c{i:03d}") for i in range(CONFIGS)]

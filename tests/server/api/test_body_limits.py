@@ -23,6 +23,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from pydantic import SecretStr
 from sqlalchemy import Engine
 
 from cpci.server import Settings, create_app
@@ -75,7 +76,7 @@ def body_routes(base_url: str) -> list[tuple[str, str]]:
         for method in operations
         if method.upper() not in SAFE
     }
-    app = create_app(Settings(database_url="sqlite://", github_webhook_secret="s"))
+    app = create_app(Settings(database_url="sqlite://", github_webhook_secret=SecretStr("s")))
     every = listed | routes_of(app)
     assert {path for _, path in every} >= {
         "/api/v1/uploads",
@@ -122,6 +123,7 @@ def send_body(base_url: str, method: str, path: str, *, chunked: bool) -> tuple[
         if chunked:
             yield b"0\r\n\r\n"
 
+    assert where.port is not None, f"{base_url} names its port"
     with socket.create_connection((where.hostname, where.port)) as sock:
         sock.sendall(head)
         sock.setblocking(False)
@@ -204,7 +206,7 @@ def client(db_url: str, engine: Engine) -> Iterator[TestClient]:
         database_url=db_url,
         max_upload_bytes=UPLOAD_LIMIT,
         max_body_bytes=OTHER_LIMIT,
-        github_webhook_secret="webhook-secret",
+        github_webhook_secret=SecretStr("webhook-secret"),
     )
     with TestClient(create_app(settings, engine=engine)) as made:
         yield made

@@ -85,7 +85,7 @@ def test_an_oidc_token_claims_only_its_own_event_and_ref(
     keys: Keys,
     engine: Engine,
     claims: dict[str, Any],
-    body: RunEnvelope,
+    body: dict[str, Any],
     says: str,
 ) -> None:
     response = send(base_url, envelope([record("p2p")], **body), token=keys.token(**claims))

@@ -104,7 +104,11 @@ def main_history(
     for n, outcome in enumerate(outcomes, start=first):
         failed = outcome == "F"
         results = [
-            record(REGRESSED, "failed" if failed else "passed", **_message(failed)),
+            record(
+                REGRESSED,
+                "failed" if failed else "passed",
+                message=BRANCH_FAILURE if failed else None,
+            ),
             record("b"),
         ]
         service.upload(envelope(results, commit=sha(n), ci_run_id=f"{branch}-{n}", branch=branch))
@@ -133,10 +137,6 @@ def regressed_pull(
         ),
         scope="pr",
     )
-
-
-def _message(failed: bool) -> dict[str, str]:
-    return {"message": BRANCH_FAILURE} if failed else {}
 
 
 def test_another_branchs_failing_run_at_the_base_commit_leaves_the_regression_new(

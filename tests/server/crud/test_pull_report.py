@@ -79,7 +79,9 @@ def verdicts(data: dict[str, Any]) -> dict[str, str]:
 
 
 def entry(data: dict[str, Any], name: str) -> dict[str, Any]:
-    found = [e for s in ("new_failures", "flaky", "infra", "broken_at_base") for e in data[s]]
+    found: list[dict[str, Any]] = [
+        e for s in ("new_failures", "flaky", "infra", "broken_at_base") for e in data[s]
+    ]
     (one,) = [e for e in found if e["config"] == config(name)]
     return one
 

@@ -10,10 +10,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-import httpx
-
 from cpci.schema import ResultRecord, RunEnvelope
-from tests.builders import REPO, config, envelope, record, send, sha
+from tests.builders import REPO, Client, config, envelope, record, send, sha
 
 XSS = "<script>alert(1)</script>"
 NAMES = ("p2p", "a2a", "ring", "all_gather", XSS)
@@ -91,7 +89,7 @@ def pull_request() -> list[RunEnvelope]:
     ]
 
 
-def seed(client: httpx.Client) -> None:
+def seed(client: Client) -> None:
     bodies = [body for run in range(1, MAIN_RUNS + 1) for body in main_run(run)]
     for body in [*bodies, *pull_request()]:
         response = send(client, body)

@@ -3,16 +3,17 @@ injected policy (tests) still wins."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 import pytest
 from fastapi.testclient import TestClient
+from pydantic import SecretStr
 from sqlalchemy import Engine
 
 from cpci.server import Settings, create_app
 from cpci.server.webhooks.worker import WorkerPolicy
 
-_T0 = datetime(2025, 1, 1, tzinfo=UTC)
+_T0 = datetime(2025, 1, 1, tzinfo=timezone.utc)
 
 
 def test_the_worker_retries_as_the_environment_says(
@@ -21,7 +22,7 @@ def test_the_worker_retries_as_the_environment_says(
     monkeypatch.setenv("CPCI_WEBHOOK_MAX_ATTEMPTS", "3")
     monkeypatch.setenv("CPCI_WEBHOOK_BACKOFF_S", "12.5")
     monkeypatch.setenv("CPCI_WEBHOOK_MAX_BACKOFF_S", "40")
-    settings = Settings(database_url=db_url, github_webhook_secret="s")
+    settings = Settings(database_url=db_url, github_webhook_secret=SecretStr("s"))
     app = create_app(settings, engine=engine)
     with TestClient(app):
         policy = app.state.webhook_worker.policy
@@ -36,7 +37,9 @@ def test_the_worker_retries_as_the_environment_says(
 
 def test_an_injected_policy_wins_over_the_settings(engine: Engine, db_url: str) -> None:
     injected = WorkerPolicy(max_attempts=2, backoff_s=0.0)
-    settings = Settings(database_url=db_url, github_webhook_secret="s", webhook_max_attempts=5)
+    settings = Settings(
+        database_url=db_url, github_webhook_secret=SecretStr("s"), webhook_max_attempts=5
+    )
     app = create_app(settings, engine=engine, webhook_policy=injected)
     with TestClient(app):
         assert app.state.webhook_worker.policy is injected
