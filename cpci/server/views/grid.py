@@ -164,10 +164,7 @@ def build_grid(
         repository=repo.name,
         branch=branch,
         columns=columns,
-        rows=[
-            _row(repo.name, matrix.columns, r)
-            for r in kept[(page - 1) * per_page : page * per_page]
-        ],
+        rows=[_row(repo.name, columns, r) for r in kept[(page - 1) * per_page : page * per_page]],
         verdicts={v: counts[v] for v in ORDER if counts[v]},
         configs=len(rows),
         matching=len(kept),
@@ -242,13 +239,15 @@ def _judge(matrix: _Matrix, pk: int, flaky: bool, quarantine: Quarantine | None)
     )
 
 
-def _row(repository: str, commits: list[str], r: _Judged) -> GridRow:
+def _row(repository: str, columns: list[GridColumn], r: _Judged) -> GridRow:
+    since = None if r.since is None else columns[r.since]
     return GridRow(
         config=r.key,
         params=r.params,
         cells=r.states,
         verdict=r.verdict,
-        broken_since=None if r.since is None else commits[r.since],
+        broken_since=since.commit if since else None,
+        broken_since_url=since.page_url if since else None,
         broken_before_window=r.since is not None and not any(r.states[r.since + 1 :]),
         flaky=r.flaky,
         quarantined=r.quarantined,

@@ -264,6 +264,7 @@ class GridRow(BaseModel):
     broken_since: str | None = Field(
         description="for `broken`: the oldest commit of its failing streak in these columns"
     )
+    broken_since_url: str | None = Field(description="the run page at `broken_since`")
     broken_before_window: bool = Field(
         description="the failing streak reaches the oldest column: it began before them"
     )

@@ -83,6 +83,10 @@ def test_each_row_has_the_verdict_of_its_newest_result_against_the_one_before(
     assert [r["verdict"] for r in data["rows"]][:3] == ["new_failure", "broken", "flaky"]
     broken = next(r for r in data["rows"] if r["verdict"] == "broken")
     assert (broken["broken_since"], broken["broken_before_window"]) == (sha(2), False)
+    assert broken["broken_since_url"] == f"/ui/{REPO}/runs/2"
+    assert (
+        f'since <a href="/ui/{REPO}/runs/2">{sha(2)[:7]}</a>' in client.get(f"/ui/{REPO}/grid").text
+    )
     assert data["verdicts"]["passed"] == 1
     # Two columns: the broken streak reaches the oldest one, so it began there or before.
     two = {r["config"]: r for r in client.get(API, params={"commits": 2}).json()["rows"]}
