@@ -44,14 +44,14 @@ def test_run_links_the_api_hands_out_are_quoted(engine: Engine, db_url: str, tok
     app = create_app(Settings(database_url=db_url), engine=engine)
     headers = {"Authorization": f"Bearer {token}"}
     with serve(app) as url, httpx.Client(base_url=url, headers=headers) as client:
-        for run_id in ("../../settings", ".."):
+        for run_id in ("../../settings", "a/.."):
             body = envelope([record("p2p")], ci_run_id=run_id)
             assert send(client, body).status_code == 201
         dashboard = client.get(f"/api/v1/repos/{REPO}/dashboard")
         assert dashboard.status_code == 200, dashboard.text
     assert _github_urls(dashboard.json()) == []
     links = sorted(row["run"]["url"] for row in dashboard.json()["runs"])
-    assert links == [f"/ui/{REPO}/runs/..", f"/ui/{REPO}/runs/..%2F..%2Fsettings"]
+    assert links == [f"/ui/{REPO}/runs/..%2F..%2Fsettings", f"/ui/{REPO}/runs/a%2F.."]
     for link in links:
         assert resolved_path(link).startswith(f"/ui/{REPO}"), link
 
