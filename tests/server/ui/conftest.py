@@ -104,7 +104,12 @@ def dialogs() -> list[str]:
 def page(browser: Any, dialogs: list[str]) -> Iterator[Any]:
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     tab = context.new_page()
-    tab.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+
+    def dismiss(dialog: Any) -> None:
+        dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    tab.on("dialog", dismiss)
     tab.set_default_timeout(10_000)
     yield tab
     context.close()
