@@ -1,23 +1,26 @@
 """A real `cpci serve` process on 127.0.0.1, and many uploaders against it.
 
 `Served` starts the service as an admin would (a subprocess, migrations at start), can SIGKILL it
-and start it again on the same port and database. `load` runs concurrent uploaders, each one CI
-run of several shards sent with the real uploader (`cpci.upload.send.deliver`: retries, spool),
-and `count_stored` reads the database directly to see what was stored, so a lost or doubled
-result cannot hide behind the API. Shared by the tests here and `benchmarks/reliability_load.py`.
+and start it again on the same port and database; `StorePause` arms it to stop mid-store (at the
+point `tests/reliability/paused_serve.py` signals), so that a kill lands there. `load` runs
+concurrent uploaders, each one CI run of several shards sent with the real uploader
+(`cpci.upload.send.deliver`: retries, spool), and `count_stored` reads the database directly to
+see what was stored, so a lost or doubled result cannot hide behind the API. Shared by the tests
+here and `benchmarks/reliability_load.py`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import select as io_select
 import signal
 import statistics
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -36,9 +39,12 @@ from cpci.upload.send import Backoff, deliver, flush
 from cpci.upload.spool import Binding, Spool
 from tests import builders
 from tests.builders import REPO
+from tests.reliability.paused_serve import PAUSED
 from tests.server.databases import migrate_with_token
 
 START_DEADLINE_S = 60
+#: `cpci serve`, as `python ARGV` runs it.
+SERVE = ("-m", "cpci", "serve")
 
 
 def prepare_database(url: str) -> str:
@@ -51,8 +57,8 @@ def prepare_database(url: str) -> str:
 
 
 class Served:
-    """`cpci serve` as a subprocess (with `env`'s settings too); `kill()` is a SIGKILL,
-    `start()` brings it back."""
+    """`cpci serve` as a subprocess (with `env`'s settings too; `argv` to run it otherwise, as
+    `StorePause` does); `kill()` is a SIGKILL, `start()` brings it back."""
 
     def __init__(
         self,
@@ -60,9 +66,11 @@ class Served:
         log: Path,
         port: int | None = None,
         env: Mapping[str, str] | None = None,
+        argv: Sequence[str] = SERVE,
     ) -> None:
         self.database_url = database_url
         self.env = dict(env or {})
+        self.argv = tuple(argv)
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log
@@ -79,7 +87,7 @@ class Served:
         }
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "cpci", "serve"],
+                [sys.executable, *self.argv],
                 env=env,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -315,9 +323,34 @@ class _TwoParts(httpx.SyncByteStream):
             yield self.parts[1]
 
 
+class StorePause:
+    """The test's side of `paused_serve`: a FIFO in `directory` the paused service writes to
+    once a shard's rows are written and its transaction is still open."""
+
+    def __init__(self, directory: Path) -> None:
+        self.fifo = directory / "store-paused"
+        os.mkfifo(self.fifo)
+
+    @property
+    def argv(self) -> tuple[str, ...]:
+        """`cpci serve`, armed to pause mid-store."""
+        return ("-m", "tests.reliability.paused_serve", str(self.fifo))
+
+    def wait(self, timeout_s: float) -> bool:
+        """Block until the service says it paused mid-store: False if it did not within
+        `timeout_s` (a bound on a broken run, not a synchronisation)."""
+        fd = os.open(self.fifo, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            readable, _, _ = io_select.select([fd], [], [], timeout_s)
+            return bool(readable) and os.read(fd, 4096).decode().startswith(PAUSED)
+        finally:
+            os.close(fd)
+
+
 @dataclass
 class KillReport:
     phase: str
+    paused_mid_store: bool
     committed_before_kill: bool
     partial_after_kill: list[str]
     statuses: list[str]
@@ -333,13 +366,16 @@ def kill_mid_upload(
     results: int,
     fraction: float,
     store_delay_s: float = 0.0,
+    pause: StorePause | None = None,
 ) -> KillReport:
     """Upload one large shard, SIGKILL the service mid-upload, restart it, let the retry finish.
 
-    `fraction` < 1 kills with part of the body unsent; `fraction` == 1 sends it all, waits
-    `store_delay_s` (the service is parsing and storing it) and then kills. Checks, with the
-    service dead, that no partial shard is visible, and after the retry that the run holds
-    exactly the uploaded results.
+    `fraction` < 1 kills with part of the body unsent; `fraction` == 1 sends it all, then kills
+    where `pause` says the store is half done (the service must run `pause.argv`; the restart
+    runs `cpci serve` itself), or, without one, after `store_delay_s` (the benchmark's random
+    kill points, which may land before, in or after the store). Checks, with the service dead,
+    that no partial shard is visible, and after the retry that the run holds exactly the
+    uploaded results.
     """
     phase = "receiving" if fraction < 1 else "storing"
     envelope = make_envelope(run, 0, 1, results)
@@ -364,15 +400,22 @@ def kill_mid_upload(
     thread = threading.Thread(target=upload)
     thread.start()
     problems: list[str] = []
+    paused = False
     try:
         if not transport.reached.wait(120):
             problems.append("the upload never started")
         if fraction >= 1:
             transport.release.set()
-            time.sleep(store_delay_s)  # the kill point itself, not a synchronisation
+            if pause is not None:
+                paused = pause.wait(120)
+                if not paused:
+                    problems.append("the service never paused mid-store")
+            else:
+                time.sleep(store_delay_s)  # a random kill point (the benchmark's), not a wait
         service.kill()
     finally:
         transport.release.set()
+    service.argv = SERVE
     stored = count_stored(service.database_url).per_shard.get((run, 0))
     partial = [] if stored is None or stored[0] == stored[1] == results else [f"{run}: {stored}"]
     service.start()
@@ -401,4 +444,4 @@ def kill_mid_upload(
     if len(statuses) != 1 or statuses[0] not in allowed:
         problems.append(f"receipts {statuses}, want one of {sorted(allowed)}")
     problems += [f"partial shard visible after the kill: {p}" for p in partial]
-    return KillReport(phase, stored is not None, partial, statuses, problems)
+    return KillReport(phase, paused, stored is not None, partial, statuses, problems)
