@@ -1,6 +1,7 @@
 """The service tests' databases: both engines, a fresh one per test (copied from a migrated
 template, or empty for migration tests), a migrated one with an upload token (`migrate_with_token`,
-what every live-service test starts from), and the type of the test-client factory fixture.
+what every live-service test starts from), a read-only PostgreSQL role standing in for a read
+replica (`read_only_role`), and the type of the test-client factory fixture.
 
 Fixtures live in `conftest.py`; what a test module imports lives here.
 """
@@ -75,6 +76,27 @@ def migrate_with_token(engine: Engine, repository: str = REPO, **token: Any) -> 
         created = create_token(session=session, repository=repository, **token)
         session.commit()
     return created.token
+
+
+def read_only_role(database_url: str, role: str) -> str:
+    """Create `role`, which may only SELECT from `database_url`'s tables, every transaction
+    read-only; returns a URL that logs in as it (a stand-in for a read replica)."""
+    url = make_url(database_url)
+    with admin(database_url) as conn:
+        conn.execute(f'DROP ROLE IF EXISTS "{role}"')
+        conn.execute(f'CREATE ROLE "{role}" LOGIN')
+        conn.execute(f'ALTER ROLE "{role}" SET default_transaction_read_only = on')
+        conn.execute(f'GRANT CONNECT ON DATABASE "{url.database}" TO "{role}"')
+        conn.execute(f'GRANT USAGE ON SCHEMA public TO "{role}"')
+        conn.execute(f'GRANT SELECT ON ALL TABLES IN SCHEMA public TO "{role}"')
+    return url.set(username=role, password=None).render_as_string(hide_password=False)
+
+
+def drop_role(database_url: str, role: str) -> None:
+    """Undo `read_only_role` (its grants first, which would keep the role alive)."""
+    with admin(database_url) as conn:
+        conn.execute(f'DROP OWNED BY "{role}"')
+        conn.execute(f'DROP ROLE IF EXISTS "{role}"')
 
 
 ClientFactory = Callable[..., TestClient]

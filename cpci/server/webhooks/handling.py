@@ -11,12 +11,15 @@ comment).
 
 from __future__ import annotations
 
+import hashlib
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import httpx
-from sqlalchemy import Engine
+from sqlalchemy import Engine, text
 from sqlmodel import Session, select
 
 from cpci.github.acks import label_senders
@@ -219,18 +222,48 @@ def _refresh_one(
             except NotFound:
                 return None
 
-    with Session(engine) as session:
-        previous = state.load_pull_state(session=session, repository=repo, number=number)
     bot = replace(context.github.bot, bot_login=context.bot_login(client))
-    new = refresh(
-        client,
-        repo,
-        number,
-        settings=bot,
-        load_report=load_report,
-        previous=previous,
-        recheck_files=event in RECHECKS,
-        labelled_by=labelled_by,
-    )
-    with Session(engine) as session:
-        state.save_pull_state(session=session, repository=repo, number=number, state=new)
+    # Another replica's worker may be refreshing this PR now: from reading what was published
+    # to saving what is, one at a time, or both would create a check run (and a comment).
+    with pull_request_lock(engine, repo, number):
+        with Session(engine) as session:
+            previous = state.load_pull_state(session=session, repository=repo, number=number)
+        new = refresh(
+            client,
+            repo,
+            number,
+            settings=bot,
+            load_report=load_report,
+            previous=previous,
+            recheck_files=event in RECHECKS,
+            labelled_by=labelled_by,
+        )
+        with Session(engine) as session:
+            state.save_pull_state(session=session, repository=repo, number=number, state=new)
+
+
+def lock_key(repository: str, number: int) -> int:
+    """The PR's advisory lock key: 64 bits of a hash, as PostgreSQL's signed bigint."""
+    digest = hashlib.sha256(f"{repository}#{number}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+@contextmanager
+def pull_request_lock(engine: Engine, repository: str, number: int) -> Iterator[None]:
+    """Hold the PR's refresh lock for the block, waiting while another replica holds it.
+
+    Two deliveries for one PR claimed by two replicas' workers at once would each read what
+    was published (`GitHubPullState`), find no check run yet and create one (and a comment,
+    where both list the PR's comments before either posts). On PostgreSQL this is a
+    transaction-level advisory lock on a key hashed from the repository and number, on a
+    connection of its own: released at the end of the block, and by the server when a
+    replica dies holding it. SQLite serves one process, whose one worker refreshes PRs one
+    at a time: no lock is taken."""
+    if engine.dialect.name != "postgresql":
+        yield
+        return
+    with engine.begin() as connection:
+        connection.execute(
+            text("SELECT pg_advisory_xact_lock(:key)"), {"key": lock_key(repository, number)}
+        )
+        yield
