@@ -48,11 +48,18 @@ def create_app(
     engine: Engine | None = None,
     oidc_http: httpx.Client | None = None,
     webhook_policy: WorkerPolicy | None = None,
+    read_engine: Engine | None = None,
 ) -> FastAPI:
-    """The ASGI app. `engine`, `oidc_http` and the webhook worker's retry policy may be injected
-    (tests); else made from settings (`CPCI_WEBHOOK_*` for the policy)."""
+    """The ASGI app. `engine`, `read_engine`, `oidc_http` and the webhook worker's retry policy
+    may be injected (tests); else made from settings (`CPCI_WEBHOOK_*` for the policy). GET and
+    HEAD requests read through `read_engine` (CPCI_DATABASE_READ_URL, default: `engine`);
+    uploads, webhooks, the worker and start-up priming use `engine`, the primary."""
     own_engine = engine is None
     engine = engine or create_db_engine(settings.database_url)
+    own_read_engine = read_engine is None and settings.database_read_url is not None
+    if read_engine is None:
+        read_url = settings.database_read_url
+        read_engine = create_db_engine(read_url) if read_url is not None else engine
     own_http = oidc_http is None and settings.oidc_enabled
     http = oidc_http or (httpx.Client() if settings.oidc_enabled else None)
 
@@ -83,6 +90,8 @@ def create_app(
             http.close()
         if own_engine:
             engine.dispose()
+        if own_read_engine:
+            read_engine.dispose()
 
     app = FastAPI(
         title="cpci result service",
@@ -96,6 +105,7 @@ def create_app(
     app.state.settings = settings
     app.state.policies = policies
     app.state.engine = engine
+    app.state.read_engine = read_engine
     app.state.metrics = metrics
     app.state.links = Links(settings.github_url, settings.public_url)
     app.state.shard_cache = ShardCache()

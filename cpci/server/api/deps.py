@@ -62,7 +62,16 @@ def get_shard_cache(request: Request) -> ShardCache:
     return cache
 
 
-def get_session(engine: Annotated[Engine, Depends(get_engine)]) -> Iterator[Session]:
+#: Requests that only read: their sessions may go to the read replica (CPCI_DATABASE_READ_URL).
+SAFE_METHODS = frozenset({"GET", "HEAD"})
+
+
+def get_session(request: Request) -> Iterator[Session]:
+    """A session for the route: on the read engine (`app.state.read_engine`, the primary
+    unless CPCI_DATABASE_READ_URL names a replica) for GET and HEAD, which never write; on
+    the primary for every other method, so a write, and what it reads, sees its own writes."""
+    state = request.app.state
+    engine: Engine = state.read_engine if request.method in SAFE_METHODS else state.engine
     with Session(engine) as session:
         yield session
 
@@ -73,6 +82,7 @@ PoliciesDep = Annotated[ServicePolicies, Depends(get_policies)]
 #: How PR reports (and the dashboard and flaky list that agree with them) judge and look back.
 PullReportPolicyDep = Annotated[PullReportPolicy, Depends(get_pull_report_policy)]
 EngineDep = Annotated[Engine, Depends(get_engine)]
+#: A session: the read replica's for GET and HEAD, the primary's otherwise (`get_session`).
 SessionDep = Annotated[Session, Depends(get_session)]
 LinksDep = Annotated[Links, Depends(get_links)]
 #: The app's one cache of what was read from stored shards (see `cpci.server.crud.shard_cache`).

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from cpci.github import CommentMode, FailOn
@@ -28,6 +28,12 @@ class Settings(BaseSettings):
     database_url: str = Field(
         default="sqlite:///cpci.db",
         description="sqlite:///PATH (the default, WAL mode) or postgresql://USER@HOST/DB",
+    )
+    database_read_url: str | None = Field(
+        default=None,
+        description="where GET and HEAD requests read (pages, history, reports, dashboard): "
+        "a read-only PostgreSQL replica or role; uploads, webhooks and their worker use "
+        "CPCI_DATABASE_URL; default: CPCI_DATABASE_URL",
     )
     host: str = Field(default="127.0.0.1", description="address `cpci serve` listens on")
     port: int = Field(default=8000, ge=0, le=65535, description="port `cpci serve` listens on")
@@ -220,12 +226,15 @@ class Settings(BaseSettings):
         description="only PRs with a run uploaded in the last this many days are read at start-up",
     )
 
-    @field_validator("database_url")
+    @field_validator("database_url", "database_read_url")
     @classmethod
-    def _known_engine(cls, value: str) -> str:
-        if not value.startswith(("sqlite://", "postgresql://", "postgresql+psycopg://")):
+    def _known_engine(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None and not value.startswith(
+            ("sqlite://", "postgresql://", "postgresql+psycopg://")
+        ):
             raise ValueError(
-                f"CPCI_DATABASE_URL must start with sqlite:// or postgresql://, got {value!r}"
+                f"CPCI_{(info.field_name or '').upper()} must start with sqlite:// or "
+                f"postgresql://, got {value!r}"
             )
         return value
 
