@@ -27,7 +27,8 @@ def _names(text: str) -> set[str]:
 def test_every_cpci_name_in_the_examples_and_the_guide_is_a_setting() -> None:
     files = [*DEPLOY.iterdir(), GUIDE]
     named = {path.name: _names(path.read_text()) for path in files}
-    assert named["compose.yaml"] and named["kubernetes.yaml"]
+    assert named["compose.yaml"], "the compose file sets no CPCI_* setting"
+    assert named["kubernetes.yaml"], "the manifest sets no CPCI_* setting"
     unknown = {name: sorted(n - SETTINGS) for name, n in named.items() if n - SETTINGS}
     assert unknown == {}, "not settings of cpci.server.core.config.Settings"
 
