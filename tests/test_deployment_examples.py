@@ -58,7 +58,7 @@ def test_the_kubernetes_manifest_runs_two_replicas_with_settings_from_a_secret()
     assert deployment["spec"]["replicas"] == 2
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     from_secret = {e["name"] for e in container["env"] if "secretKeyRef" in e.get("valueFrom", {})}
-    assert SECRET_SETTINGS <= from_secret
+    assert from_secret >= SECRET_SETTINGS
     labels = deployment["spec"]["template"]["metadata"]["labels"]
     assert kinds["Service"]["spec"]["selector"] == labels
     assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"
