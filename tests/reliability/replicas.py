@@ -336,6 +336,8 @@ def _check(run: ReplicaRun, services: list[Served], fake: CountingGitHub, url: s
     receipts = run.statuses.get("stored", 0) + run.statuses.get("duplicate", 0)
     if run.statuses.get("stored", 0) > SHARDS or receipts != SHARDS + run.resends:
         problems.append(f"upload receipts {run.statuses}, want {SHARDS + run.resends} answered")
+    if run.statuses.get("webhook replay"):  # each body went out under its own GUID only
+        problems.append(f"webhook receipts {run.statuses}: a GUID sent twice taken for a replay")
     comments = fake.comments.get((HELLO, PULL), [])
     if len(comments) != 1:
         problems.append(f"{len(comments)} comments on the PR, want 1")

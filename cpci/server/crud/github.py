@@ -60,8 +60,11 @@ def record_webhook_delivery(
         session.add(existing)
         session.commit()
         return "requeued"
-    if session.exec(select(WebhookDelivery.id).where(WebhookDelivery.digest == digest)).first():
-        return "replay"
+    stored = session.exec(
+        select(WebhookDelivery.delivery_id).where(WebhookDelivery.digest == digest)
+    ).first()
+    if stored is not None:  # this GUID too, stored by another replica since the lookup above:
+        return "duplicate" if stored == delivery_id else "replay"  # one delivery sent twice
     row = WebhookDelivery(
         delivery_id=delivery_id,
         event=event,

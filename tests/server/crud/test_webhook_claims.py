@@ -54,3 +54,35 @@ def test_two_workers_never_claim_the_same_delivery(
     everything = claimed[0] + claimed[1]
     assert sorted(everything) == sorted(f"d-{i}" for i in range(40))  # none twice, none lost
     shared.dispose()
+
+
+@pytest.mark.parametrize("kind", ENGINES)
+def test_one_guid_stored_by_another_replica_meanwhile_is_a_duplicate_not_a_replay(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GitHub's retry of one delivery reaches two replicas at once: the second looks the GUID
+    up before the first commits, then finds its body stored. It is that delivery again (the
+    same GUID), not a replay of its body under another."""
+    engine = create_db_engine(fresh_database(kind, request, tmp_path, migrated=True))
+    now = utcnow()
+
+    def record(delivery_id: str) -> str:
+        with Session(engine) as session:
+            return queue.record_webhook_delivery(
+                session=session,
+                delivery_id=delivery_id,
+                event="pull_request",
+                action="opened",
+                status="queued",
+                digest="body",
+                payload={},
+                now=now,
+            )
+
+    try:
+        assert record("d-1") == "new"
+        monkeypatch.setattr(queue, "_webhook_delivery", lambda session, delivery_id: None)
+        assert record("d-1") == "duplicate"  # its GUID lookup ran before the other commit
+        assert record("d-2") == "replay"  # the same body under another GUID
+    finally:
+        engine.dispose()
