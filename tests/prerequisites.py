@@ -4,8 +4,9 @@ On a user's clone, or in the project's own GitHub workflow, a test whose prerequ
 skips, saying why (`[needs NAME] ...`), and the run ends with the count of tests skipped for
 want of each (`tests/conftest.py`). Where the prerequisites are promised, a missing one fails
 instead: `.ci/run` installs them all and sets `CPCI_TEST_REQUIRE=all` (or a comma-separated list
-of the names below), since a suite that quietly skipped GitHub's contract or the runner's worlds
-would pass green while proving nothing of them.
+of the names below; `-NAME` takes one back, as `make test-pythons` does for torch), since a
+suite that quietly skipped GitHub's contract or the runner's worlds would pass green while
+proving nothing of them.
 """
 
 from __future__ import annotations
@@ -32,17 +33,19 @@ SKIP_PREFIX = "[needs "
 
 
 def required() -> frozenset[str]:
-    """The prerequisites this run promises (`CPCI_TEST_REQUIRE`: `all`, or names)."""
+    """The prerequisites this run promises (`CPCI_TEST_REQUIRE`: `all` or names, less `-NAME`s)."""
     names = {n.strip() for n in os.environ.get(REQUIRE_ENV, "").split(",") if n.strip()}
-    if "all" in names:
-        return frozenset(PREREQUISITES)
-    unknown = names - PREREQUISITES.keys()
+    taken_back = {n.removeprefix("-") for n in names if n.startswith("-")}
+    promised = {n for n in names if not n.startswith("-")}
+    unknown = (promised - {"all"} | taken_back) - PREREQUISITES.keys()
     if unknown:
         raise pytest.UsageError(
             f"{REQUIRE_ENV} names {', '.join(sorted(unknown))}: it takes `all` or some of "
-            f"{', '.join(PREREQUISITES)}"
+            f"{', '.join(PREREQUISITES)}, each of them less as -NAME"
         )
-    return frozenset(names)
+    if "all" in promised:
+        promised = set(PREREQUISITES)
+    return frozenset(promised - taken_back)
 
 
 def missing(name: str, reason: str) -> NoReturn:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.prerequisites import PREREQUISITES, required
+
 MODULE = """
 from tests.prerequisites import import_or_skip
 
@@ -38,3 +40,19 @@ def test_a_promised_prerequisite_that_is_missing_fails(
     result = pytester.runpytest()
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*CPCI_TEST_REQUIRE promises torch*"])
+
+
+def test_a_prerequisite_taken_back_skips_again(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`make test-pythons` promises all but torch: its Pythons have none."""
+    monkeypatch.setenv("CPCI_TEST_REQUIRE", "all,-torch,-expecttest")
+    assert required() == set(PREREQUISITES) - {"torch", "expecttest"}
+    pytester.makepyfile(test_torch_module=MODULE)
+    pytester.runpytest().assert_outcomes(skipped=1)
+
+
+def test_an_unknown_name_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CPCI_TEST_REQUIRE", "all,-tourch")
+    with pytest.raises(pytest.UsageError, match="names tourch: it takes `all`"):
+        required()

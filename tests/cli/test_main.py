@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from cpci import __version__
+from tests.prerequisites import import_or_skip
 
 
 def cpci(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -27,6 +28,7 @@ def test_unknown_arguments_are_refused() -> None:
 
 
 def test_test_runs_pytest_with_the_plugin(tmp_path: Path) -> None:
+    import_or_skip("torch", "torch", "cpci test plans its worlds with torch")
     (tmp_path / "test_x.py").write_text(
         "import pytest\n@pytest.mark.cpci(world_size=2)\ndef test_a():\n    pass\n"
     )

@@ -172,7 +172,8 @@ def test_a_body_over_the_cap_is_refused_before_it_is_read(engine: Engine) -> Non
                 b"Content-Length: 26214401\r\n\r\n"
             )
             status_line = sock.recv(4096).split(b"\r\n", 1)[0]
-        assert status_line == b"HTTP/1.1 413 Request Entity Too Large"
+        # The phrase is the Python's own (3.13 says "Content Too Large", as RFC 9110 does).
+        assert status_line.split(b" ", 2)[:2] == [b"HTTP/1.1", b"413"], status_line
 
         def chunks() -> Iterator[bytes]:
             for _ in range(4):

@@ -140,8 +140,11 @@ def test_pulls_without_a_recent_run_are_not_primed(
 ) -> None:
     seed(make_client, token, [1, 2, 3])
     with engine.begin() as conn:  # PR 2's run was uploaded before CPCI_WARM_ON_START_DAYS
+        # Typed, so SQLAlchemy writes the datetime as its column does (sqlite3's own adapter
+        # is deprecated since Python 3.12).
+        update = sa.text("UPDATE run SET created_at = :when WHERE pull_request = 2")
         conn.execute(
-            sa.text("UPDATE run SET created_at = :when WHERE pull_request = 2"),
+            update.bindparams(sa.bindparam("when", type_=sa.DateTime())),
             {"when": utcnow() - timedelta(days=8)},
         )
     settings = Settings(database_url=db_url, warm_on_start_days=7)
