@@ -316,3 +316,17 @@ def test_a_body_that_outgrows_the_limit_even_without_items_is_cut_with_a_link() 
         "\n\n… truncated: [full report](https://cpci.example.com/ui/acme/attn/pulls/42)"
     )
     assert body.startswith("<!-- cpci:pr-report state=failure -->")
+
+
+@pytest.mark.parametrize(("count", "folded"), [(5, False), (6, True)])
+def test_a_section_is_folded_past_five_items(count: int, folded: bool) -> None:
+    body = render(report(new_failures=[verdict(f"c{i}") for i in range(count)]), None, OPTIONS)
+    assert (f"### ❌ New failures ({count})" in body) != folded
+    assert (f"<b>❌ New failures ({count})</b>" in body) == folded
+
+
+@pytest.mark.parametrize(("length", "shown"), [(200, "r" * 200), (201, "r" * 199 + "…")])
+def test_a_verdicts_reason_is_cut_at_200_characters(length: int, shown: str) -> None:
+    item = verdict("new-config", "no_baseline", reason="r" * length)
+    body = render(report(no_baseline=[item]), None, OPTIONS)
+    assert f"— {shown} ·" in body
