@@ -45,9 +45,15 @@ TARGETS = (
         ("tests/server/analysis/test_verdicts.py", "tests/server/analysis/test_pull_report.py"),
     ),
     Target(
-        "evidence", "cpci/server/analysis/evidence.py", ("tests/server/analysis/test_verdicts.py",)
+        "evidence",
+        "cpci/evidence/chance.py",
+        (
+            "tests/server/analysis/test_verdicts.py",
+            "tests/evidence/test_reruns.py",
+            "tests/evidence/test_chance.py",
+        ),
     ),
-    Target("agreement", "cpci/runner/agreement.py", ("tests/runner/test_agreement.py",)),
+    Target("agreement", "cpci/runner/wire/agreement.py", ("tests/runner/wire/test_agreement.py",)),
     Target("comment", "cpci/github/comment.py", ("tests/github/test_comment.py",)),
     Target(
         "retry",
