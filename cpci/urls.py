@@ -127,6 +127,13 @@ def api_evidence(repository: str, branch: str | None = None) -> str:
     return f"{api_repo(repository)}/evidence" + (f"?{query}" if query else "")
 
 
+def api_culprit(repository: str, key: str, branch: str | None = None) -> str:
+    """GET where a config broke on a trusted branch (`cpci.culprit/1`): what `cpci culprit`
+    bisects."""
+    query = {"config": key, **({"branch": branch} if branch is not None else {})}
+    return f"{api_repo(repository)}/culprit?{urlencode(query)}"
+
+
 def api_quarantines(repository: str) -> str:
     """GET the quarantined configs; POST one to quarantine it (`cpci quarantine add`)."""
     return f"{api_repo(repository)}/quarantines"

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 import cpci.schema
 from cpci.schema import (
     FIRST_LINE_MAX,
+    OrderDependence,
     Outcome,
     PullRequestReport,
     ResultRecord,
@@ -156,3 +157,30 @@ def test_a_run_id_of_dots_alone_is_refused_as_no_page_could_hold_it(run_id: str)
     with pytest.raises(ValidationError, match="is only dots: name the run"):
         RunEnvelope(repository="acme/attn", commit="a" * 40, ci_run_id=run_id, results=[])
     assert RunEnvelope(repository="acme/attn", commit="a" * 40, ci_run_id="1.", results=[])
+
+
+def test_the_rerun_and_bisection_fields_are_absent_unless_set(tmp_path: Path) -> None:
+    """Older readers (and the service's upload hash of an older record) see no new field."""
+    line = record().to_json_line()
+    for added in ("rerun_reason", "stop_reason", "arrival", "order_dependence"):
+        assert added not in line
+    found = OrderDependence(polluters=["t.py::test_cache"], replays=7, searched=64)
+    rerun = ResultRecord(
+        nodeid="t",
+        world_size=2,
+        outcome="failed",
+        duration_s=1,
+        attempt=2,
+        rerun_reason="chance 45% >= 20%: rerun 1 of at most 2",
+        stop_reason="decided after 2 attempt(s)",
+        arrival=True,
+        order_dependence=found,
+    )
+    path = tmp_path / "r.jsonl"
+    path.write_text(rerun.to_json_line())
+    assert read_results(str(path)) == [rerun]
+    assert found.text() == "fails after t.py::test_cache; found in 7 replays among 64 predecessors"
+    several = OrderDependence(polluters=["a", "b"], replays=9, searched=8)
+    assert several.text().startswith("no single predecessor explains it; fails after a, b together")
+    with pytest.raises(ValidationError, match="at least 1 item"):
+        OrderDependence(polluters=[], replays=1, searched=1)

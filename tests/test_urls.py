@@ -10,8 +10,8 @@ import pytest
 
 from cpci import urls
 from cpci.upload.service_client import ServiceClient
-from tests.builders import config, envelope
-from tests.upload.support import REPO, LiveService, service
+from tests.builders import REPO, config, envelope
+from tests.upload.support import LiveService, service
 
 __all__ = ["service"]  # the live service fixture, shared with the upload tests
 
@@ -61,6 +61,9 @@ def test_the_two_run_resources_have_two_names() -> None:
         (urls.api_pull_page(REPO, 7), "report"),
         (urls.api_dashboard(REPO), "runs"),
         (urls.api_config(REPO, CONFIG), "config"),
+        (urls.api_evidence(REPO), "configs"),
+        (urls.api_evidence(REPO, branch="main"), "configs"),
+        (urls.api_quarantines(REPO), "quarantines"),
     ],
 )
 def test_each_api_path_is_a_resource_of_the_service(

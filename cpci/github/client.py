@@ -269,6 +269,19 @@ class GitHubClient:
         )
         return CheckRun.from_api(response.json())
 
+    def dispatch_workflow(
+        self, repo: str, workflow: str, *, ref: str, inputs: Mapping[str, str]
+    ) -> None:
+        """Run `workflow` (its file name, e.g. `cpci-shards.yml`) on `ref` with `inputs`
+        (actions/create-workflow-dispatch): the bisection's next run."""
+        self.request(
+            "POST",
+            f"/repos/{_repo(repo)}/actions/workflows/{quote(workflow, safe='')}/dispatches",
+            action=f"dispatching {workflow} on {ref} in {repo}",
+            json={"ref": ref, "inputs": dict(inputs)},
+            expect=(204,),
+        )
+
     def create_status(
         self,
         repo: str,

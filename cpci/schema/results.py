@@ -104,6 +104,40 @@ class BatchInfo(WireModel):
     )
 
 
+#: The most predecessors an order-dependence result names (a world of 10,000 configs is not
+#: bisected down to a set that large; it says how many it searched instead).
+MAX_POLLUTERS = 256
+
+
+class OrderDependence(WireModel):
+    """An order-dependent failure bisected: it passes alone and fails after `polluters` (one
+    config: the polluter; several: the smallest set found, where no single predecessor
+    explains it), found in `replays` fresh-world replays among `searched` predecessors."""
+
+    polluters: list[Annotated[Identity, Field(min_length=1, max_length=MAX_NODEID_LENGTH)]] = Field(
+        min_length=1, max_length=MAX_POLLUTERS, description="the predecessors' node ids"
+    )
+    replays: int = Field(ge=0, le=INT32_MAX, description="fresh-world replays the search took")
+    searched: int = Field(ge=1, le=INT32_MAX, description="predecessors it searched among")
+
+    @property
+    def single(self) -> bool:
+        """Whether one predecessor explains it (most order dependencies: Wei et al. 2021)."""
+        return len(self.polluters) == 1
+
+    def text(self) -> str:
+        """ "fails after X; found in 7 replays" or "fails after X, Y together (...)"."""
+        shown = ", ".join(self.polluters[:5])
+        more = f" and {len(self.polluters) - 5} more" if len(self.polluters) > 5 else ""
+        replays = f"found in {self.replays} replay{'s' if self.replays != 1 else ''}"
+        if self.single:
+            return f"fails after {shown}; {replays} among {self.searched} predecessors"
+        return (
+            f"no single predecessor explains it; fails after {shown}{more} together (the "
+            f"smallest set found, {replays} among {self.searched} predecessors)"
+        )
+
+
 class ResultRecord(WireModel):
     """One config's outcome: one line of the runner's JSON-lines results file."""
 
@@ -130,6 +164,35 @@ class ResultRecord(WireModel):
         "older readers of these lines are unaffected",
     )
     batch: BatchInfo | None = None
+    rerun_reason: str | None = Field(
+        default=None,
+        max_length=MAX_MESSAGE_LENGTH,
+        exclude_if=lambda why: why is None,
+        description="attempts 2 and later: why this rerun happened, as the rerun decision "
+        "(`cpci.evidence.decide_rerun`) said it after the attempt before. Absent unless set, "
+        "like every field below: older lines and older readers are unaffected, and the "
+        "service's upload hash of a record without them is what it was",
+    )
+    stop_reason: str | None = Field(
+        default=None,
+        max_length=MAX_MESSAGE_LENGTH,
+        exclude_if=lambda why: why is None,
+        description="the config's final record: why no further rerun was made (a pass, the "
+        "chance test deciding the failure, the cap)",
+    )
+    arrival: bool = Field(
+        default=False,
+        exclude_if=lambda arrival: not arrival,
+        description="one of the extra runs of a config new to the base branch (or whose test "
+        "file the PR changed), `--cpci-new-config-runs`: a failure and a pass among them is "
+        "FLAKY ON ARRIVAL",
+    )
+    order_dependence: OrderDependence | None = Field(
+        default=None,
+        exclude_if=lambda found: found is None,
+        description="what bisecting an order-dependent failure's predecessors found: the "
+        "polluter (or the smallest set of predecessors) after which it fails",
+    )
 
     @property
     def config_key(self) -> str:

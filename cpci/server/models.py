@@ -10,7 +10,16 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Column, DateTime, Index, Integer, UniqueConstraint
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Column,
+    DateTime,
+    Index,
+    Integer,
+    UniqueConstraint,
+    text,
+)
 from sqlmodel import Field, SQLModel
 
 from cpci.schema import ENVIRONMENT_LENGTHS
@@ -225,6 +234,41 @@ class Result(SQLModel, table=True):
     rank_errors: list[dict[str, Any]] | None = _json()
     metrics: dict[str, float] | None = _json()
     batch: dict[str, int] | None = _json()
+    rerun_reason: str | None = Field(
+        default=None, max_length=2000, description="why this attempt was a rerun (attempts >= 2)"
+    )
+    stop_reason: str | None = Field(
+        default=None, max_length=2000, description="the final attempt: why the reruns stopped"
+    )
+    arrival: bool = Field(default=False, description="an extra run of a config new to the branch")
+    order_dependence: dict[str, Any] | None = _json()  # cpci.schema.OrderDependence
+
+
+class Quarantine(SQLModel, table=True):
+    """A config a maintainer quarantined: it still runs and is recorded, never gates. At most
+    one open quarantine per config (`released_at` null); a released one stays, for its page."""
+
+    __table_args__ = (
+        Index(
+            "uq_quarantine_open",
+            "repository_id",
+            "config_key",
+            unique=True,
+            sqlite_where=text("released_at IS NULL"),
+            postgresql_where=text("released_at IS NULL"),
+        ),
+    )
+    id: int | None = Field(default=None, primary_key=True)
+    repository_id: int = Field(foreign_key="repository.id")
+    config_key: str = Field(max_length=2100, description="NODEID@WORLD_SIZE")
+    reason: str = Field(max_length=2000)
+    added_by: str = Field(max_length=500, description="the credential that quarantined it")
+    added_at: datetime = _when(default_factory=utcnow)
+    released_at: datetime | None = _when(default=None, nullable=True)
+    released_by: str | None = Field(
+        default=None, max_length=500, description="`evidence` or the credential that released it"
+    )
+    release_note: str | None = Field(default=None, max_length=2000, description="why, in words")
 
 
 class CommitParent(SQLModel, table=True):

@@ -68,6 +68,7 @@ class FakeGitHub:
         self.comments: dict[tuple[str, int], list[dict[str, Any]]] = {}
         self.check_runs: dict[int, dict[str, Any]] = {}
         self.statuses: list[dict[str, Any]] = []
+        self.dispatches: list[tuple[str, str, dict[str, Any]]] = []  # (repo, workflow, body)
         self.contents: dict[tuple[str, str, str], str] = {}  # (repo, path, ref) -> text
         self.merge_bases: dict[tuple[str, int], str] = {}
         self.reviews: dict[tuple[str, int], list[dict[str, Any]]] = {}
@@ -476,6 +477,12 @@ def _get_user(fake: FakeGitHub, request: httpx.Request, p: dict[str, str]) -> ht
     return httpx.Response(200, json={"login": fake.tokens[token], "id": 1, "type": "User"})
 
 
+def _dispatch(fake: FakeGitHub, request: httpx.Request, p: dict[str, str]) -> httpx.Response:
+    # actions/create-workflow-dispatch: 204, the run starts later (no run details asked for).
+    fake.dispatches.append((f"{p['owner']}/{p['repo']}", unquote(p["workflow_id"]), _body(request)))
+    return httpx.Response(204)
+
+
 _REPO = r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)"
 _REPO_ROUTES: list[tuple[str, str, str | None, Handler]] = [
     ("GET", r"/issues/(?P<n>\d+)/comments", "/issues/{issue_number}/comments", _list_comments),
@@ -505,6 +512,12 @@ _REPO_ROUTES: list[tuple[str, str, str | None, Handler]] = [
     ),
     ("GET", r"/contents/(?P<path>.+)", "/contents/{path}", _contents),
     ("GET", r"/pulls/(?P<n>\d+)/reviews", None, _list_reviews),
+    (
+        "POST",
+        r"/actions/workflows/(?P<workflow_id>[^/]+)/dispatches",
+        "/actions/workflows/{workflow_id}/dispatches",
+        _dispatch,
+    ),
 ]
 ROUTES: list[tuple[str, re.Pattern[str], str | None, Handler]] = [
     (m, re.compile(_REPO + rx), t and "/repos/{owner}/{repo}" + t, h)

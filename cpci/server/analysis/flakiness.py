@@ -1,7 +1,7 @@
 """Is a config flaky, and on what evidence?
 
 The label is liberal, because it no longer decides a PR's verdict alone: a failure at head is
-weighed against the config's failure rate by `analysis.evidence`, which protects real
+weighed against the config's failure rate by `cpci.evidence.chance`, which protects real
 regressions. A config is flaky on *direct* evidence (the same commit in the same environment
 both passed and failed) or when its branch history, at least `min_runs` runs, shows failures
 that came and went: in several separate stretches, or a single failing run between passes. A
@@ -21,8 +21,8 @@ from collections import defaultdict
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
+from cpci.evidence import tally_signatures
 from cpci.schema import FlakeRecord, FlakinessAssessment, RunLink, SameCommitEvidence
-from cpci.server.analysis.evidence import tally_signatures
 from cpci.server.analysis.observations import Observation
 
 MAX_LINKS = 10

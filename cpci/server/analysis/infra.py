@@ -61,13 +61,6 @@ RULES: tuple[InfraRule, ...] = (
 )
 
 
-#: What a rank reports when a *peer* died: the consequence of another rank's failure, never the
-#: cause, whatever order the ranks' errors arrive in.
-PEER_LOST = re.compile(
-    r"remote process exited|connection (reset|closed) by peer|peer (closed|disconnected)", re.I
-)
-
-
 def infra_signature(outcome: str, messages: Iterable[str]) -> InfraRule | None:
     """The first rule whose pattern matches one of the failure messages, if the outcome allows."""
     if outcome not in INFRA_OUTCOMES:

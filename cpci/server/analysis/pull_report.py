@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import NamedTuple, TypeVar
 
+from cpci.evidence import EvidencePolicy
 from cpci.schema import (
     ATTENTION,
     FAILING_OUTCOMES,
@@ -30,7 +31,6 @@ from cpci.schema import (
 )
 from cpci.schema.pull_report import SHIFT_SECTIONS
 from cpci.schema.verdicts import count_text
-from cpci.server.analysis.evidence import EvidencePolicy
 from cpci.server.analysis.flakiness import FlakinessPolicy, assess_flakiness, base_evidence
 from cpci.server.analysis.observations import Observation
 from cpci.server.analysis.shifts import (

@@ -20,9 +20,9 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from cpci.evidence import signature
 from cpci.schema import FAILING_OUTCOMES, NOT_RUN_OUTCOMES, Storm
 from cpci.server.analysis.infra import infra_signature
-from cpci.server.analysis.signatures import signature
 from cpci.server.analysis.verdicts import ResultView, culprit_of, state_of
 
 K = TypeVar("K", bound=Hashable)

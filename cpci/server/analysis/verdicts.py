@@ -10,7 +10,7 @@ The order of the checks is the policy (docs/verdicts.md tells it at length):
    of several attempts while the base passes (then it is the PR's);
 6. no result at the base: no baseline;
 7. known flaky from trusted history, *and* the failures at head are likely enough for that flake
-   (`analysis.evidence`): flaky, with the numbers;
+   (`cpci.evidence.chance`): flaky, with the numbers;
 8. fails at base too, *and* the base's own evidence says the base is broken (`weigh_base`: it
    failed every attempt with a chance under its flakiness before the base below the
    threshold, or it failed in consecutive base-branch runs): broken at base; a base failure
@@ -24,8 +24,9 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Literal, NamedTuple
+from typing import Literal, NamedTuple
 
+from cpci.evidence import EvidencePolicy, flake_test, signature
 from cpci.schema import (
     FAILING_OUTCOMES,
     NOT_RUN_OUTCOMES,
@@ -35,11 +36,9 @@ from cpci.schema import (
     Verdict,
     first_line,
 )
-from cpci.server.analysis.evidence import EvidencePolicy, flake_test
 from cpci.server.analysis.flakiness import BaseEvidence
-from cpci.server.analysis.infra import PEER_LOST, infra_signature
+from cpci.server.analysis.infra import infra_signature
 from cpci.server.analysis.observations import PASSING_OUTCOMES
-from cpci.server.analysis.signatures import signature
 
 State = Literal["pass", "fail", "mixed", "skip"]
 ORDER_DEPENDENT = "order-dependent"
@@ -63,24 +62,6 @@ class ResultView(NamedTuple):
     attempt: int = 1
     isolation: str | None = None
     culprit: str = ""  # the error of the rank that failed first (see `culprit_error`)
-
-
-def culprit_error(errors: Sequence[Mapping[str, Any]] | None) -> str:
-    """The error of the rank that failed first: the first rank's entry of `rank_errors` (the
-    runner writes them in journal order), its message and detail, passing over ranks that only
-    report a peer's death ("remote process exited": the consequence, whatever the order). The
-    world-level entry (rank -1) only speaks when no rank does (a world that never came up)."""
-    if not errors:
-        return ""
-    texts = [
-        "\n".join(str(t) for t in (e.get("message"), e.get("detail")) if t)
-        for e in errors
-        if int(e.get("rank", -1)) >= 0
-    ]
-    if not texts:
-        first = errors[0]
-        return "\n".join(str(t) for t in (first.get("message"), first.get("detail")) if t)
-    return next((t for t in texts if not PEER_LOST.search(t)), texts[0])
 
 
 def culprit_of(result: ResultView) -> str:

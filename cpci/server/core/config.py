@@ -176,6 +176,14 @@ class Settings(BaseSettings):
         description="credible level of the upper bound on a flaky config's failure rate "
         "(Jeffreys posterior) that the chance above is computed with",
     )
+    quarantine_release_rate: float = Field(
+        default=0.05,
+        gt=0,
+        lt=1,
+        description="a quarantined config is released once the trusted branch's results since "
+        "its quarantine bound its failure rate below this, at CPCI_FLAKE_CREDIBLE_LEVEL "
+        "(from nothing, 38 straight passes at the defaults); never on a calendar",
+    )
     trusted_branches: tuple[str, ...] = Field(
         default=(),
         description="JSON list of branch globs (`*` within one /-part, `**` across) whose runs "

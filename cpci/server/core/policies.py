@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from cpci.server.analysis.evidence import EvidencePolicy
+from cpci.evidence import EvidencePolicy
 from cpci.server.analysis.flakiness import FlakinessPolicy
 from cpci.server.analysis.pull_report import ReportPolicy
 from cpci.server.analysis.storms import StormPolicy
@@ -84,6 +84,15 @@ class AccessPolicy:
 
 
 @dataclass(frozen=True)
+class QuarantinePolicy:
+    """When a quarantine ends: the trusted branch's results since it began bound the config's
+    failure rate below `release_rate` at the credible `level` (`cpci.evidence.release`)."""
+
+    release_rate: float
+    level: float
+
+
+@dataclass(frozen=True)
 class ServicePolicies:
     """The service's policies, one object per app (`app.state.policies`), built from the
     settings (their one source of defaults)."""
@@ -92,6 +101,7 @@ class ServicePolicies:
     uploads: UploadPolicy
     priming: PrimingPolicy
     access: AccessPolicy
+    quarantine: QuarantinePolicy
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ServicePolicies:
@@ -132,5 +142,9 @@ class ServicePolicies:
                     names=settings.oidc_allowed_repositories,
                     ids=settings.oidc_allowed_repository_ids,
                 ),
+            ),
+            quarantine=QuarantinePolicy(
+                release_rate=settings.quarantine_release_rate,
+                level=settings.flake_credible_level,
             ),
         )

@@ -181,12 +181,9 @@ def check_ancestry(credential: Credential, branch: str | None) -> str:
     """The branch whose history the credential may record (`branch`, the one the request
     names, if any); Forbidden without branch rights. Links steer every PR's base fallback, so
     the caller then checks that this branch is trusted."""
-    if credential.claims is None:
-        if credential.scope != "branch":
-            raise Forbidden(
-                "recording commit ancestry needs an upload token of scope `branch` (this one "
-                "is `pr`): record it from branch runs, which `cpci upload` does by itself"
-            )
+    hint = "record it from branch runs, which `cpci upload` does by itself"
+    claimed = require_branch_rights(credential, "recording commit ancestry", hint)
+    if claimed is None:
         if branch is None:
             raise Forbidden(
                 "recording commit ancestry with an upload token needs the branch it is the "
@@ -194,21 +191,35 @@ def check_ancestry(credential: Credential, branch: str | None) -> str:
                 "only; upgrade cpci, whose `cpci upload` sends it"
             )
         return branch
+    if branch is not None and branch != claimed:
+        raise Forbidden(
+            f"this OIDC token was minted on refs/heads/{claimed}, so it may record the history "
+            f"of branch {claimed} only, not {branch!r}"
+        )
+    return claimed
+
+
+def require_branch_rights(credential: Credential, doing: str, hint: str) -> str | None:
+    """Forbidden unless the credential holds branch rights, what writes the history every PR
+    is judged by: an upload token of scope `branch`, or an OIDC token from a branch run. The
+    branch an OIDC token was minted on, None for a token (which names none). `doing` and
+    `hint` say what was refused and how to do it instead."""
+    if credential.claims is None:
+        if credential.scope != "branch":
+            raise Forbidden(
+                f"{doing} needs an upload token of scope `branch` (this one is "
+                f"`{credential.scope}`): {hint}"
+            )
+        return None
     claims = credential.claims
     ref = claims.ref or ""
     if claims.event not in BRANCH_EVENTS or not ref.startswith("refs/heads/"):
         raise Forbidden(
-            f"recording commit ancestry needs an OIDC token from a branch run (event push, "
-            f"schedule or workflow_dispatch on refs/heads/...), not event {claims.event!r} on "
-            f"ref {claims.ref!r}: record it from branch runs, which `cpci upload` does by itself"
+            f"{doing} needs an OIDC token from a branch run (event push, schedule or "
+            f"workflow_dispatch on refs/heads/...), not event {claims.event!r} on ref "
+            f"{claims.ref!r}: {hint}"
         )
-    claimed = ref.removeprefix("refs/heads/")
-    if branch is not None and branch != claimed:
-        raise Forbidden(
-            f"this OIDC token was minted on {ref}, so it may record the history of branch "
-            f"{claimed} only, not {branch!r}"
-        )
-    return claimed
+    return ref.removeprefix("refs/heads/")
 
 
 def run_scope(pull_request: int | None) -> TokenScope:

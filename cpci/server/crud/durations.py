@@ -29,9 +29,19 @@ class BranchDurations:
     durations: dict[str, float]
 
 
-def branch_durations(*, session: Session, repo_id: int, branch: str, runs: int) -> BranchDurations:
-    """The median duration of each config's passing results over the newest `runs` CI runs of
-    `branch` (every attempt of each), trusted ones only: a PR's runs never count."""
+@dataclass(frozen=True)
+class BranchRuns:
+    """The stored run ids (every attempt) of a branch's newest `ci_runs` CI runs, the newest of
+    them on `newest_commit`."""
+
+    run_ids: list[int]
+    ci_runs: int
+    newest_commit: str | None
+
+
+def newest_branch_runs(*, session: Session, repo_id: int, branch: str, runs: int) -> BranchRuns:
+    """The newest `runs` CI runs of `branch` (every attempt of each), trusted ones only: a PR's
+    runs never count."""
     rows = fetch_rows(
         session,
         'SELECT id, ci_run_id, "commit" FROM run WHERE repository_id = ? AND branch = ? '
@@ -47,9 +57,16 @@ def branch_durations(*, session: Session, repo_id: int, branch: str, runs: int) 
             continue
         wanted[ci_run_id] = None
         run_ids.append(int(run_id))
-    if not run_ids:
+    return BranchRuns(run_ids, len(wanted), str(rows[0][2]) if rows else None)
+
+
+def branch_durations(*, session: Session, repo_id: int, branch: str, runs: int) -> BranchDurations:
+    """The median duration of each config's passing results over the newest `runs` CI runs of
+    `branch` (`newest_branch_runs`)."""
+    found = newest_branch_runs(session=session, repo_id=repo_id, branch=branch, runs=runs)
+    if not found.run_ids:
         return BranchDurations(0, None, {})
-    membership, ids = one_of(session, run_ids)
+    membership, ids = one_of(session, found.run_ids)
     seconds: dict[str, list[float]] = defaultdict(list)
     for nodeid, duration in fetch_rows(
         session,
@@ -59,4 +76,4 @@ def branch_durations(*, session: Session, repo_id: int, branch: str, runs: int) 
     ):
         seconds[nodeid].append(float(duration))
     medians = {nodeid: statistics.median(values) for nodeid, values in sorted(seconds.items())}
-    return BranchDurations(len(wanted), str(rows[0][2]), medians)
+    return BranchDurations(found.ci_runs, found.newest_commit, medians)

@@ -7,10 +7,9 @@ from collections.abc import Sequence
 
 from sqlmodel import Session
 
+from cpci.evidence import culprit_error, signature
 from cpci.schema import FAILING_OUTCOMES, RunLink
 from cpci.server.analysis.observations import Observation
-from cpci.server.analysis.signatures import signature
-from cpci.server.analysis.verdicts import culprit_error
 from cpci.server.crud.common import chunks, fetch_rows, from_json
 from cpci.urls import Links
 

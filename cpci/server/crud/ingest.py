@@ -45,6 +45,10 @@ RESULT_COLUMNS = (
     "rank_errors",
     "metrics",
     "batch",
+    "rerun_reason",
+    "stop_reason",
+    "arrival",
+    "order_dependence",
 )
 CONFIG_COLUMNS = ("repository_id", "key", "nodeid", "world_size", "params")
 
@@ -151,6 +155,10 @@ def ingest_shard(
             json_text(r.rank_errors),
             json_text(r.metrics),
             json_text(r.batch),
+            r.rerun_reason,
+            r.stop_reason,
+            r.arrival,
+            json_text(r.order_dependence),
         )
         for key, r in zip(keys, envelope.results, strict=True)
     ]
@@ -231,7 +239,7 @@ def _ensure_run(
         ],
         keys=["repository_id", "ci_run_id", "ci_attempt", "scope"],
     )
-    run = session.exec(
+    run: Run = session.exec(
         select(Run).where(
             Run.repository_id == repo_id,
             Run.ci_run_id == envelope.ci_run_id,

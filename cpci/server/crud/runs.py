@@ -20,9 +20,10 @@ from typing import Any
 from sqlmodel import Session, col, select
 
 from cpci import urls
+from cpci.evidence import culprit_error
 from cpci.schema import RunRef, ShardProgress
 from cpci.server.analysis.shard_plans import plan_mismatches
-from cpci.server.analysis.verdicts import ResultView, culprit_error
+from cpci.server.analysis.verdicts import ResultView
 from cpci.server.core.errors import NotFound
 from cpci.server.crud.common import chunks, fetch_rows, from_json, one_of
 from cpci.server.models import EnvironmentFingerprint, Repository, Run, Shard

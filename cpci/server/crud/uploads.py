@@ -2,7 +2,8 @@
 
 `store_upload` is what `POST /api/v1/uploads` calls once it has read the envelope and checked
 who may claim it (`core.provenance`); it raises the service's own errors (`core.errors`), which
-the API answers as they are.
+the API answers as they are. An upload that completes a run of a trusted branch then weighs the
+open quarantines' release (`crud.quarantine.release_by_evidence`).
 """
 
 from __future__ import annotations
@@ -17,14 +18,15 @@ from cpci import urls
 from cpci.schema import RunEnvelope, UploadReceipt
 from cpci.server.core.db import writer
 from cpci.server.core.errors import Conflict
-from cpci.server.core.policies import PullReportPolicy, UploadPolicy
+from cpci.server.core.policies import PullReportPolicy, QuarantinePolicy, UploadPolicy
 from cpci.server.core.provenance import Provenance
 from cpci.server.core.quotas import UploadRate, check_results_per_upload
 from cpci.server.crud.ingest import Ingested, body_sha256, ingest_shard
 from cpci.server.crud.pull_report import warm_pull_report
+from cpci.server.crud.quarantine import release_by_evidence
 from cpci.server.crud.runs import merge_runs
 from cpci.server.crud.shard_cache import ShardCache
-from cpci.server.models import Run, utcnow
+from cpci.server.models import Repository, Run, utcnow
 from cpci.urls import Links
 
 log = logging.getLogger(__name__)
@@ -41,17 +43,22 @@ def store_upload(
     provenance: Provenance,
     policy: UploadPolicy,
     report_policy: PullReportPolicy,
+    quarantine: QuarantinePolicy,
     links: Links,
     cache: ShardCache,
 ) -> UploadReceipt:
     """Store one shard whole or not at all, within `policy`'s limits (results per upload,
     uploads per hour); then, where it completed a PR's run, read that PR's report into `cache`
-    (`policy.warm`). The receipt says `stored` or `duplicate` and the run's progress."""
+    (`policy.warm`), and where it completed a trusted branch's run, release the quarantines its
+    evidence now releases. The receipt says `stored` or `duplicate` and the run's progress."""
     check_results_per_upload(len(envelope.results), policy.max_results)
     rate = UploadRate(per_hour=policy.per_hour, now=utcnow()) if policy.per_hour else None
     receipt = _store(engine, envelope, provenance, rate)
-    if receipt.status == "stored" and receipt.shards.complete and policy.warm:
-        _warm(engine, envelope, report_policy, links, cache)
+    if receipt.status == "stored" and receipt.shards.complete:
+        if envelope.pull_request is None:
+            _weigh_quarantines(engine, envelope, report_policy, quarantine, links)
+        elif policy.warm:
+            _warm(engine, envelope, report_policy, links, cache)
     return receipt
 
 
@@ -98,8 +105,7 @@ def _warm(
     uploads warm nothing: a PR's base is read along with its head. Off with
     CPCI_WARM_PULL_REPORTS=false. The shard is stored whatever happens here, so a failure is
     logged, not answered: the report's first read then loads it itself."""
-    if envelope.pull_request is None:
-        return
+    assert envelope.pull_request is not None
     try:
         with Session(engine) as session:
             warm_pull_report(
@@ -117,6 +123,42 @@ def _warm(
             envelope.repository,
             envelope.pull_request,
         )
+
+
+def _weigh_quarantines(
+    engine: Engine,
+    envelope: RunEnvelope,
+    report_policy: PullReportPolicy,
+    policy: QuarantinePolicy,
+    links: Links,
+) -> None:
+    """Release the quarantines the trusted branch's results now release, once the run that
+    brought them is committed (an untrusted branch's run releases nothing: it judges no PR).
+    The shard is stored whatever happens here: a failure is logged, and the next run weighs
+    them again."""
+    try:
+        with Session(writer(engine)) as session:
+            repo = session.exec(
+                select(Repository).where(Repository.name == envelope.repository)
+            ).one()
+            trusted = report_policy.trusted.trusts(envelope.branch, repo.default_branch)
+            if repo.id is None or envelope.branch is None or not trusted:
+                return
+            released = release_by_evidence(
+                session=session,
+                repo_id=repo.id,
+                repo_name=repo.name,
+                branch=envelope.branch,
+                rate=policy.release_rate,
+                level=policy.level,
+                links=links,
+            )
+            session.commit()
+    except Exception:  # a release found later is as good: it must not fail a stored upload
+        log.exception("could not weigh the quarantines of %s after a run", envelope.repository)
+        return
+    for done in released:
+        log.info("released the quarantine of %s in %s by its evidence", done.config, repo.name)
 
 
 def _receipt(session: Session, envelope: RunEnvelope, done: Ingested) -> UploadReceipt:

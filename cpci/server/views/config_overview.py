@@ -17,9 +17,9 @@ import sqlalchemy as sa
 from sqlmodel import Session, col, select
 
 from cpci import urls
+from cpci.evidence import signature
 from cpci.schema import FAILING_OUTCOMES
 from cpci.server.analysis.observations import PASSING_OUTCOMES
-from cpci.server.analysis.signatures import signature
 from cpci.server.analysis.verdicts import ResultView, state_of
 from cpci.server.crud.common import from_json, raw_json
 from cpci.server.crud.repos import get_config

@@ -10,8 +10,8 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
+from cpci.evidence import EvidencePolicy
 from cpci.schema import PullRequestReport, ShardProgress
-from cpci.server.analysis.evidence import EvidencePolicy
 from cpci.server.analysis.flakiness import FlakinessPolicy
 from cpci.server.analysis.pull_report import (
     ConfigLeg,

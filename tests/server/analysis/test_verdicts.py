@@ -6,13 +6,13 @@ import statistics
 
 import pytest
 
+from cpci.evidence import EvidencePolicy, culprit_error
+from cpci.evidence import signature as sig
+from cpci.evidence.credible import jeffreys_upper, regularized_beta
 from cpci.schema import FlakeRecord, FlakinessAssessment
-from cpci.server.analysis.credible import jeffreys_upper, regularized_beta
-from cpci.server.analysis.evidence import EvidencePolicy
 from cpci.server.analysis.infra import infra_signature
 from cpci.server.analysis.shifts import DURATION_POLICY, METRIC_POLICY, median, robust_shift
-from cpci.server.analysis.signatures import signature as sig
-from cpci.server.analysis.verdicts import ResultView, culprit_error, decide, state_of
+from cpci.server.analysis.verdicts import ResultView, decide, state_of
 
 P, F = ResultView("passed"), ResultView("failed", culprit="AssertionError: 3e-2 > 1e-3")
 SKIP = ResultView("skipped")

@@ -8,6 +8,7 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect, text
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import SQLModel
 
 from cpci.server.core import migrate
@@ -26,6 +27,7 @@ TABLES = {
     "alembic_version",
     "github_delivery",
     "github_pull_state",
+    "quarantine",
 }
 
 
@@ -167,7 +169,7 @@ def test_0008_scopes_runs_by_their_pull_request_and_goes_down_keeping_the_branch
                     "VALUES (2, '8', 1, 'abcdef1', 3, 1, 1, '2026-12-01')"
                 )
             )
-        migrate.upgrade(engine)
+        migrate.upgrade(engine, "0008")
         with engine.begin() as conn:
             scopes = conn.execute(text("SELECT id, scope FROM run ORDER BY id")).all()
             assert [tuple(row) for row in scopes] == [(1, "branch"), (2, "pr")]
@@ -196,6 +198,42 @@ def test_0008_scopes_runs_by_their_pull_request_and_goes_down_keeping_the_branch
         with engine.connect() as conn:
             assert conn.execute(text("SELECT id FROM run ORDER BY id")).scalars().all() == [1, 2]
             assert conn.execute(text("SELECT id FROM shard")).scalars().all() == [1]
+            assert conn.execute(text("SELECT id FROM result")).scalars().all() == [1]
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("kind", ENGINES)
+def test_0009_gives_old_results_no_rerun_evidence_and_one_open_quarantine_per_config(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """Results stored before 0009 read as no reasons, no arrival, no order dependence; a
+    config holds one open quarantine at most (a released one may stand beside a new one), and
+    going down keeps every result."""
+    engine = create_db_engine(fresh_database(kind, request, tmp_path, migrated=False))
+    quarantine = (
+        "INSERT INTO quarantine (repository_id, config_key, reason, added_by, added_at, "
+        "released_at) VALUES (1, 't@2', 'flaky', 'token:1', '2026-12-01', {released})"
+    )
+    try:
+        migrate.upgrade(engine, "0002")
+        with engine.begin() as conn:
+            for statement in OLD_ROWS:
+                conn.execute(text(statement))
+        migrate.upgrade(engine)
+        with engine.begin() as conn:
+            row = conn.execute(
+                text("SELECT rerun_reason, stop_reason, arrival, order_dependence FROM result")
+            ).one()
+            assert tuple(row) == (None, None, False, None)
+            conn.execute(text(quarantine.format(released="'2026-12-02'")))
+            conn.execute(text(quarantine.format(released="NULL")))
+        with pytest.raises(IntegrityError), engine.begin() as conn:
+            conn.execute(text(quarantine.format(released="NULL")))
+        migrate.downgrade(engine, "0008")
+        assert "arrival" not in {c["name"] for c in inspect(engine).get_columns("result")}
+        assert "quarantine" not in inspect(engine).get_table_names()
+        with engine.connect() as conn:
             assert conn.execute(text("SELECT id FROM result")).scalars().all() == [1]
     finally:
         engine.dispose()

@@ -13,9 +13,9 @@ from sqlalchemy import Engine, func
 from sqlalchemy.exc import OperationalError
 from sqlmodel import Session, select
 
-from cpci.schema import ENVIRONMENT_LENGTHS, Environment
+from cpci.schema import ENVIRONMENT_LENGTHS, Environment, OrderDependence
 from cpci.server.models import Config, EnvironmentFingerprint, Result, Run, Shard
-from tests.builders import REPO, as_json, envelope, record, send, upload
+from tests.builders import REPO, as_json, envelope, nodeid, record, send, upload
 from tests.server.databases import ClientFactory
 
 
@@ -254,3 +254,34 @@ def test_a_shard_stored_before_the_schema_grew_is_a_duplicate_when_sent_again(
     assert upload(client, body, expect=200).status == "duplicate"
     changed = send(client, envelope([record("p2p", "failed")]))
     assert changed.status_code == 409
+
+
+def test_why_reruns_happened_and_what_bisection_found_are_stored(
+    client: TestClient, engine: Engine
+) -> None:
+    """The runner's rerun and bisection fields reach their columns on both bulk paths; a record
+    without them stores none, and hashes as it did before they existed."""
+    found = OrderDependence(polluters=[nodeid("cache-writer")], replays=7, searched=64)
+    failed = record("p2p", "failed", message="AssertionError: boom", rerun_reason=None)
+    rerun = record(
+        "p2p",
+        "failed",
+        message="AssertionError: boom",
+        attempt=2,
+        rerun_reason="chance 45% >= 20%: rerun 1 of at most 2",
+        stop_reason="decided after 2 attempt(s)",
+        arrival=True,
+        order_dependence=found,
+    )
+    body = envelope([failed, rerun, record("plain")])
+    for added in ("rerun_reason", "stop_reason", "arrival", "order_dependence"):
+        assert added not in as_json(envelope([failed]))["results"][0]
+    upload(client, body)
+    with Session(engine) as session:
+        rows = session.exec(select(Result).order_by(Result.id)).all()  # type: ignore[arg-type]
+    assert [(r.rerun_reason, r.stop_reason, r.arrival, r.order_dependence) for r in rows] == [
+        (None, None, False, None),
+        (rerun.rerun_reason, rerun.stop_reason, True, found.model_dump()),
+        (None, None, False, None),
+    ]
+    assert upload(client, body, expect=200).status == "duplicate"

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
+from cpci.evidence import signature
 from cpci.schema.verdicts import quick_verdict
-from cpci.server.analysis.signatures import signature
 from cpci.server.ui.svg import Cell, Point, nice_ticks, outcome_strip, scatter_plot
 from cpci.server.views.config_overview import works_elsewhere
 from cpci.server.views.read_models import PlaceStats

@@ -12,6 +12,7 @@ from cpci.schema import (
     Ancestry,
     AncestryReceipt,
     ConfigDurations,
+    EvidenceSummary,
     PullRequestReport,
     ReportSectionPage,
 )
@@ -29,6 +30,7 @@ from cpci.server.crud.commits import record_parents
 from cpci.server.crud.repos import bind_github_id, ensure_repository
 from cpci.server.models import Repository
 from cpci.server.views.durations import DEFAULT_RUNS, MAX_RUNS, config_durations
+from cpci.server.views.evidence import evidence_summary
 from cpci.server.views.flaky import flaky_configs
 from cpci.server.views.history import config_history
 from cpci.server.views.read_models import FlakyList, HistoryPage, RunSummary
@@ -105,6 +107,30 @@ def durations(
 ) -> ConfigDurations:
     return config_durations(
         session=session, repo=repository, branch=branch, runs=runs, trusted=policy.trusted
+    )
+
+
+@router.get(
+    "/evidence",
+    summary="Each config's base-branch evidence, for the runner's rerun decisions",
+    description="One request per run (`cpci.evidence/1`): per config key its failures per "
+    "attempt and signatures over the trusted branch's newest runs (`CPCI_FLAKY_WINDOW`), its "
+    "flaky label, the branch runs it ran in (none: no entry, a new config) and its quarantine; "
+    "with the threshold and credible level the service judges by. `branch` defaults to the "
+    "default trusted branch; an untrusted branch is a 403.",
+    responses={403: {"description": "the branch is not trusted (CPCI_TRUSTED_BRANCHES)"}},
+)
+def evidence(
+    repository: ReadableRepoDep,
+    session: SessionDep,
+    policy: PullReportPolicyDep,
+    links: LinksDep,
+    branch: Annotated[
+        str | None, Query(min_length=1, max_length=255, pattern=r"^[^\x00]*$")
+    ] = None,
+) -> EvidenceSummary:
+    return evidence_summary(
+        session=session, repo=repository, branch=branch, policy=policy, links=links
     )
 
 

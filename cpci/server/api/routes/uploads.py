@@ -82,6 +82,7 @@ async def upload(
             provenance=provenance,
             policy=uploads,
             report_policy=policies.pull_report,
+            quarantine=policies.quarantine,
             links=links,
             cache=cache,
         )

@@ -1,0 +1,63 @@
+"""What the culprit analysis reads: a trusted branch's first-parent chain from its tip, and one
+config's results on it.
+
+The tip is the commit of the branch's newest run, unless another recent run's commit descends
+from it: a bisection run uploads an older commit of the branch after the tip's run, and must
+not make the chain start below the tip.
+"""
+
+from __future__ import annotations
+
+from sqlmodel import Session
+
+from cpci.server.analysis.observations import Observation
+from cpci.server.crud.commits import ancestors
+from cpci.server.crud.common import fetch_rows
+from cpci.server.crud.history import observations
+from cpci.urls import Links
+
+#: Recent run commits looked at for the tip.
+TIP_CANDIDATES = 20
+
+
+def branch_chain(*, session: Session, repo_id: int, branch: str, depth: int) -> list[str]:
+    """Up to `depth` + 1 commits of `branch`'s first-parent chain, tip first (empty: no runs)."""
+    rows = fetch_rows(
+        session,
+        'SELECT "commit" FROM run WHERE repository_id = ? AND branch = ? '
+        "AND pull_request IS NULL ORDER BY id DESC LIMIT ?",
+        repo_id,
+        branch,
+        TIP_CANDIDATES,
+    )
+    recent = list(dict.fromkeys(str(r[0]) for r in rows))
+    if not recent:
+        return []
+    chain = [recent[0], *ancestors(session=session, repo_id=repo_id, commit=recent[0], depth=depth)]
+    for commit in recent[1:]:
+        if commit in chain:
+            continue
+        below = ancestors(session=session, repo_id=repo_id, commit=commit, depth=depth)
+        if chain[0] in below:
+            chain = [commit, *below]
+    return chain[: depth + 1]
+
+
+def chain_history(
+    *,
+    session: Session,
+    repo_name: str,
+    config_pk: int,
+    branch: str,
+    window: int,
+    links: Links,
+) -> list[Observation]:
+    """The config's newest `window` results on `branch`'s own runs, oldest first."""
+    return observations(
+        session=session,
+        repo_name=repo_name,
+        config_pks=[config_pk],
+        window=window,
+        links=links,
+        branch=branch,
+    ).get(config_pk, [])
