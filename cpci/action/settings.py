@@ -14,6 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
+from cpci.evidence import RerunMode
 from cpci.github import CommentMode, FailOn
 from cpci.upload.credentials import AuthMethod
 from cpci.upload.settings import UploadSettings
@@ -35,6 +36,10 @@ class ActionSettings(BaseModel):
     workers: int = Field(default=1, ge=1)
     #: Same-commit reruns of each failed config (the service needs k of k to call it broken).
     reruns: int = Field(default=2, ge=0)
+    #: adaptive: a failure is rerun only while the base branch's evidence cannot decide it.
+    reruns_policy: RerunMode = "adaptive"
+    #: Extra fresh-world runs of a config new to the base branch or whose test file changed.
+    new_config_runs: int = Field(default=2, ge=0)
     shard_index: int = Field(default=0, ge=0)
     shard_total: int = Field(default=1, ge=1)
     #: The matrix leg: a name, or a JSON list of runner labels (uploaded sorted, comma-joined).

@@ -71,9 +71,15 @@ class SuiteOutcome:
         }
 
 
-def pytest_command(settings: ActionSettings, durations: str | None = None) -> list[str]:
+def pytest_command(
+    settings: ActionSettings,
+    durations: str | None = None,
+    evidence: str | None = None,
+    changed: str | None = None,
+) -> list[str]:
     """pytest's command line for this shard; `durations` is the file every shard of the run
-    balances by (None: the runner's own cache)."""
+    balances by (None: the runner's own cache), `evidence` the base branch's evidence summary
+    and `changed` the PR's changed paths (None: not fetched, not known)."""
     junit = f"{settings.results}.junit.xml"
     return [
         sys.executable,
@@ -85,6 +91,10 @@ def pytest_command(settings: ActionSettings, durations: str | None = None) -> li
         # Reruns and isolation by default: a verdict needs same-commit evidence, and an
         # order-dependent failure must not pass for a flaky one.
         f"--cpci-reruns={settings.reruns}",
+        f"--cpci-reruns-policy={settings.reruns_policy}",
+        f"--cpci-new-config-runs={settings.new_config_runs}",
+        *([f"--cpci-evidence={evidence}"] if evidence else []),
+        *([f"--cpci-changed-files={changed}"] if changed else []),
         "--cpci-isolate-failures",
         f"--cpci-shard={settings.shard_index}/{settings.shard_total}",
         *([f"--cpci-durations={durations}"] if durations else []),
@@ -107,11 +117,15 @@ def test_environment(environ: Mapping[str, str]) -> dict[str, str]:
 
 
 def run_suite(
-    settings: ActionSettings, cwd: Path | None = None, durations: str | None = None
+    settings: ActionSettings,
+    cwd: Path | None = None,
+    durations: str | None = None,
+    evidence: str | None = None,
+    changed: str | None = None,
 ) -> SuiteOutcome:
     """Run pytest in `test_environment` (its output goes straight to the job log) and read what
     it recorded."""
-    command = pytest_command(settings, durations)
+    command = pytest_command(settings, durations, evidence, changed)
     env = test_environment(os.environ)
     started = datetime.now(timezone.utc)
     code = subprocess.run(command, cwd=cwd, env=env, check=False).returncode

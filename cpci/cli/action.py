@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _test_mode(settings: ActionSettings) -> int:
-    from cpci.action.durations_fetch import choose_durations, warning_line
+    from cpci.action.durations_fetch import choose_durations, choose_evidence, warning_line
     from cpci.action.process_guard import guard_this_process
     from cpci.action.suite_mode import failure_annotations, run_suite, summary
     from cpci.action.workflow_commands import write_outputs, write_summary
@@ -49,9 +49,14 @@ def _test_mode(settings: ActionSettings) -> int:
     if durations.warning:
         print(warning_line(durations), flush=True)
     print(f"cpci: shards balance by durations from {durations.source}", flush=True)
+    evidence = choose_evidence(settings, os.environ, token or _anonymous, cwd=Path.cwd())
+    if evidence.warning:
+        print(warning_line(evidence), flush=True)
     for earlier in (plan_path(settings.results), unsent_path(settings.results)):
         Path(earlier).unlink(missing_ok=True)  # an earlier job's, on this runner
-    outcome = run_suite(settings, durations=durations.path)
+    outcome = run_suite(
+        settings, durations=durations.path, evidence=evidence.path, changed=evidence.changed
+    )
     plan = _plan(settings)
     for line in failure_annotations(outcome):
         print(line, flush=True)

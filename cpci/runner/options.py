@@ -2,9 +2,11 @@
 
 The settings table (`cpci.runner.settings`) validates a value against these, and the side that
 acts on it reads the same type: the launcher (`LauncherName`), the harness classes' planning
-(`TestcasesSetting`), the durations that balance shards (`DurationsSource`), the world's backend
-(`BackendSetting`). Nothing here imports a side of the runner but the wire's `Backend`, so the
-settings, the parent, the ranks and the launchers import it without sitting above one another.
+(`TestcasesSetting`), the durations that balance shards and the evidence reruns are decided by
+(each a `ServiceSource`: a file or the service's URL), the world's backend (`BackendSetting`).
+How failures are rerun (`--cpci-reruns-policy`) is the evidence rule's own vocabulary,
+`cpci.evidence.RerunMode`. Nothing here imports a side of the runner but the wire's `Backend`, so
+the settings, the parent, the ranks and the launchers import it without sitting above one another.
 """
 
 from __future__ import annotations
@@ -29,9 +31,9 @@ BACKEND_SETTINGS: tuple[BackendSetting, ...] = get_args(BackendSetting)
 
 
 @dataclass(frozen=True)
-class DurationsSource:
-    """What `--cpci-durations` names: a durations file, or the URL of the service's durations
-    endpoint."""
+class ServiceSource:
+    """What `--cpci-durations` and `--cpci-evidence` name: a file holding the service's answer,
+    or the URL of the service's endpoint (fetched once, in the parent)."""
 
     location: str
 
@@ -49,11 +51,24 @@ class DurationsSource:
         return self.location
 
 
-def parse_durations_source(text: str) -> DurationsSource:
+#: What `--cpci-durations` names.
+DurationsSource = ServiceSource
+
+
+def parse_durations_source(text: str) -> ServiceSource:
     """`--cpci-durations`'s value: an http(s) URL or a file path; ValueError when empty."""
+    return _parse_source(text, "durations")
+
+
+def parse_evidence_source(text: str) -> ServiceSource:
+    """`--cpci-evidence`'s value: an http(s) URL or a file path; ValueError when empty."""
+    return _parse_source(text, "evidence")
+
+
+def _parse_source(text: str, endpoint: str) -> ServiceSource:
     value = text.strip()
     if not value:
-        raise ValueError("must be a file path or an http(s):// URL of the durations endpoint")
+        raise ValueError(f"must be a file path or an http(s):// URL of the {endpoint} endpoint")
     if "://" in value and not value.startswith(("http://", "https://")):
         raise ValueError("must be a file path or an http:// or https:// URL")
-    return DurationsSource(value)
+    return ServiceSource(value)

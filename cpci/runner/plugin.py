@@ -14,14 +14,14 @@ from cpci.runner import hookspecs
 from cpci.runner.launch.fork_rank import fit_for_forks
 from cpci.runner.parent.markers import MARKER_HELP
 from cpci.runner.parent.pytest_reports import FLAKY_ATTR
-from cpci.runner.parent.session import BatchedSession
+from cpci.runner.parent.session import ParentSession
 from cpci.runner.parent.testcases import mark_harness_items
 from cpci.runner.rank.dist import DistContext
 from cpci.runner.rank.plugin import DIST_CONTEXT, RankPlugin
 from cpci.runner.rank.testcase_adapter import TestcaseAdapter, link_factory
 from cpci.runner.settings import add_options, resolve
 
-SESSION = pytest.StashKey[BatchedSession]()
+SESSION = pytest.StashKey[ParentSession]()
 #: Harness tests left to their own spawn under --cpci-testcases=shared, with the reason.
 OWN_SPAWN = pytest.StashKey[list[str]]()
 
@@ -47,17 +47,17 @@ def pytest_configure(config: pytest.Config) -> None:
         # Inside a rank: the parent already planned everything; harness tests need their adapter.
         config.pluginmanager.register(TestcaseAdapter(link_factory(config)), "cpci-testcases")
         return
-    config.stash[SESSION] = BatchedSession(config, resolve(config))
+    config.stash[SESSION] = ParentSession(config, resolve(config))
 
 
-def _session(config: pytest.Config) -> BatchedSession | None:
+def _session(config: pytest.Config) -> ParentSession | None:
     return config.stash.get(SESSION, None)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    batched = _session(session.config)
-    if batched is not None:  # the parent, not a rank
-        batched.start_early()
+    parent = _session(session.config)
+    if parent is not None:  # the parent, not a rank
+        parent.start_early()
 
 
 @pytest.hookimpl(trylast=True)
@@ -67,24 +67,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     if session.settings.testcases == "shared":
         config.stash[OWN_SPAWN] = mark_harness_items(items)
-    session.plan(items)
+    session.plan_items(items)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtestloop(session: pytest.Session) -> bool | None:
-    batched = _session(session.config)
-    if batched is None or session.config.option.collectonly:
+    parent = _session(session.config)
+    if parent is None or session.config.option.collectonly:
         return None
     if session.testsfailed and not session.config.option.continue_on_collection_errors:
         return None  # pytest's own loop stops on collection errors; start no world for nothing
-    if batched.settings.plan_only:
+    if parent.settings.plan_only:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         own_spawn = session.config.stash.get(OWN_SPAWN, [])
-        lines = [*batched.plan_lines(), *(f"  own spawn (not in a world): {n}" for n in own_spawn)]
+        lines = [
+            *parent.plan.lines(parent.settings),
+            *(f"  own spawn (not in a world): {n}" for n in own_spawn),
+        ]
         for line in lines:
             reporter.write_line(line) if reporter is not None else print(line)
         return True
-    batched.start()
+    parent.start()
     return None
 
 
@@ -131,9 +134,9 @@ def pytest_terminal_summary(
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    batched = _session(session.config)
-    if batched is not None:
-        batched.finish()
+    parent = _session(session.config)
+    if parent is not None:
+        parent.finish()
 
 
 @pytest.fixture

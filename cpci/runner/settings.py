@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from cpci.evidence import RERUN_MODES, RerunMode
 from cpci.runner.options import (
     BACKEND_SETTINGS,
     LAUNCHER_NAMES,
@@ -22,8 +23,10 @@ from cpci.runner.options import (
     BackendSetting,
     DurationsSource,
     LauncherName,
+    ServiceSource,
     TestcasesSetting,
     parse_durations_source,
+    parse_evidence_source,
 )
 from cpci.shard_spec import parse_shard
 
@@ -54,6 +57,16 @@ def _positive_float(text: str) -> float:
         raise ValueError("must be a number of seconds > 0") from None
     if not value > 0:
         raise ValueError("must be > 0")
+    return value
+
+
+def _share(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError("must be a fraction > 0 and <= 1 (0.25: a quarter)") from None
+    if not 0 < value <= 1:
+        raise ValueError("must be > 0 and <= 1")
     return value
 
 
@@ -183,13 +196,85 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "reruns",
         "--cpci-reruns",
-        "times a config that failed, errored, crashed or timed out is rerun alone, each in a fresh "
-        "world, stopping at its first pass (a pass after failures is FLAKY); with "
+        "the most times a config that failed, errored, crashed or timed out is rerun alone, each "
+        "in a fresh world, stopping at its first pass (a pass after failures is FLAKY) or, with "
+        "--cpci-reruns-policy adaptive, once its evidence decides the failure; with "
         "--cpci-isolate-failures the isolating alone run is the first rerun",
         _int_at_least(0),
         "0",
         env="CPCI_RERUNS",
         ini="cpci_reruns",
+    ),
+    Option(
+        "reruns_policy",
+        "--cpci-reruns-policy",
+        "adaptive: rerun a failure only while the chance test the service judges by cannot yet "
+        "call it the PR's (weighed against the config's base-branch record from --cpci-evidence; "
+        "without one, or for a config with no history there, every failure is rerun to the cap, "
+        "as fixed does); fixed: rerun every failure to the cap",
+        _one_of(RERUN_MODES),
+        "adaptive",
+        env="CPCI_RERUNS_POLICY",
+        ini="cpci_reruns_policy",
+        metavar="{adaptive,fixed}",
+    ),
+    Option(
+        "evidence",
+        "--cpci-evidence",
+        "each config's base-branch evidence, for adaptive reruns and new configs' runs: a "
+        "cpci.evidence/1 file, or the service's http(s)://.../api/v1/repos/OWNER/NAME/evidence"
+        "?branch=BRANCH URL, fetched once with CPCI_TOKEN and kept beside --cpci-results (a "
+        "fetch that fails: fixed reruns, said in the summary)",
+        parse_evidence_source,
+        None,
+        env="CPCI_EVIDENCE",
+        ini="cpci_evidence",
+        metavar="PATH|URL",
+    ),
+    Option(
+        "new_config_runs",
+        "--cpci-new-config-runs",
+        "extra runs, each alone in a fresh world, of a config new to the base branch (absent from "
+        "--cpci-evidence) or whose test file --cpci-changed-files names; a fail and a pass among "
+        "them is FLAKY ON ARRIVAL",
+        _int_at_least(0),
+        "0",
+        env="CPCI_NEW_CONFIG_RUNS",
+        ini="cpci_new_config_runs",
+    ),
+    Option(
+        "new_config_share",
+        "--cpci-new-config-share",
+        "the most of the shard's time new configs' extra runs may take, as a fraction of the time "
+        "its configs' own attempts took; a run that would go past it is not started",
+        _share,
+        "0.25",
+        env="CPCI_NEW_CONFIG_SHARE",
+        ini="cpci_new_config_share",
+        metavar="FRACTION",
+    ),
+    Option(
+        "changed_files",
+        "--cpci-changed-files",
+        "a file listing the paths the pull request changed, one per line, relative to the "
+        "rootdir: the configs of a changed test file get --cpci-new-config-runs",
+        Path,
+        None,
+        env="CPCI_CHANGED_FILES",
+        ini="cpci_changed_files",
+        metavar="PATH",
+    ),
+    Option(
+        "bisect_time",
+        "--cpci-bisect-time",
+        "seconds the search for an order-dependent failure's polluter may take (at most "
+        "ceil(log2 n) + 2 fresh-world replays among n predecessors); past it, the smallest set "
+        "of predecessors seen to make it fail is named",
+        _positive_float,
+        "600",
+        env="CPCI_BISECT_TIME",
+        ini="cpci_bisect_time",
+        metavar="SECONDS",
     ),
     Option(
         "gpus",
@@ -252,6 +337,7 @@ class RunnerSettings:
     durations: DurationsSource | None
     shard: tuple[int, int] | None
     max_respawns: int
+    #: The most reruns of one failure (`--cpci-reruns`); `reruns_policy` says which are made.
     reruns: int
     progress_interval: float
     gpus: int | None
@@ -260,6 +346,12 @@ class RunnerSettings:
     keep_worlds: bool = False
     testcases: TestcasesSetting = "off"
     launcher: LauncherName = "fork"
+    reruns_policy: RerunMode = "adaptive"
+    evidence: ServiceSource | None = None
+    new_config_runs: int = 0
+    new_config_share: float = 0.25
+    changed_files: Path | None = None
+    bisect_time: float = 600.0
     #: Where `timeout` came from, as a config's timeout message names it (a marker's wins).
     timeout_from: str = "cpci's default"
 

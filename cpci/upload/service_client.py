@@ -20,6 +20,7 @@ from cpci.schema import (
     Ancestry,
     AncestryReceipt,
     ConfigDurations,
+    EvidenceSummary,
     ParentLink,
     PullRequestReport,
     RunEnvelope,
@@ -88,6 +89,12 @@ class ServiceClient:
         of a CI run balances by (the Action fetches it once per job, before planning)."""
         response = self._request("GET", urls.api_durations(repository, branch, runs))
         return _read(ConfigDurations, response)
+
+    def evidence(self, repository: str, branch: str | None = None) -> EvidenceSummary:
+        """Each config's base-branch evidence (`cpci.evidence/1`): what the runner decides its
+        reruns and new configs' runs by (the Action fetches it once per job, with the durations)."""
+        response = self._request("GET", urls.api_evidence(repository, branch))
+        return _read(EvidenceSummary, response)
 
     def _request(
         self,

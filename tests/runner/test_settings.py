@@ -70,6 +70,18 @@ def test_precedence_cli_env_ini(
             "--cpci-reruns must be an integer >= 0, got 'twice' "
             "(from environment variable CPCI_RERUNS)",
         ),
+        (
+            ("--cpci-reruns-policy=always",),
+            {},
+            "--cpci-reruns-policy must be one of adaptive, fixed, got 'always'",
+        ),
+        (
+            (),
+            {"CPCI_NEW_CONFIG_SHARE": "1.5"},
+            "--cpci-new-config-share must be > 0 and <= 1, got '1.5' "
+            "(from environment variable CPCI_NEW_CONFIG_SHARE)",
+        ),
+        (("--cpci-evidence=ftp://x/evidence",), {}, "--cpci-evidence must be a file path or"),
     ],
 )
 def test_bad_values_name_their_source(
@@ -94,6 +106,26 @@ def test_reruns_precedence(
 ) -> None:
     pytester.makeini("[pytest]\n" + ini)
     assert resolve(pytester.parseconfig(*args), environ=env).reruns == expected
+
+
+def test_plain_pytest_reruns_adaptively_with_no_extra_runs(pytester: pytest.Pytester) -> None:
+    """Adaptive by default: without evidence it reruns to the cap as fixed does, so only naming
+    the evidence changes anything; new configs get no extra runs unless asked."""
+    settings = resolve(pytester.parseconfig(), environ={})
+    assert (settings.reruns_policy, settings.evidence, settings.new_config_runs) == (
+        "adaptive",
+        None,
+        0,
+    )
+    assert (settings.new_config_share, settings.bisect_time) == (0.25, 600.0)
+    chosen = resolve(
+        pytester.parseconfig("--cpci-reruns-policy=fixed", "--cpci-evidence=e.json"),
+        environ={"CPCI_NEW_CONFIG_RUNS": "2", "CPCI_CHANGED_FILES": "changed.txt"},
+    )
+    assert chosen.reruns_policy == "fixed"
+    assert chosen.evidence is not None
+    assert chosen.evidence.path == Path("e.json")
+    assert (chosen.new_config_runs, chosen.changed_files) == (2, Path("changed.txt"))
 
 
 @pytest.mark.parametrize(

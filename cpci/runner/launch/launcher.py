@@ -115,21 +115,21 @@ class Launcher:
         self._lock = threading.Lock()
         self.fell_back: str | None = None  # why the session uses torchrun after all
         #: What forks the ranks (None under torchrun), until the session ends.
-        self.server: RankForker | None = None
+        self.forker: RankForker | None = None
         self._described = "ranks started by torchrun"
         if name == "fork":
             assert make_forker is not None, "the fork launcher needs something to fork ranks"
             try:
-                self.server = make_forker()
+                self.forker = make_forker()
             except (ValueError, OSError) as exc:
                 self.fall_back(f"ranks cannot be forked ({exc})")
             else:
-                self._described = self.server.describe()
+                self._described = self.forker.describe()
 
     @property
     def name(self) -> LauncherName:
         """What starts the next world."""
-        return "fork" if self._forker() is not None else "torchrun"
+        return "fork" if self._active_forker() is not None else "torchrun"
 
     def describe(self) -> str:
         """Where the session's ranks came from, for its summary."""
@@ -139,10 +139,10 @@ class Launcher:
 
     def start(self, world_dir: WorldDir, world_size: int, env: dict[str, str]) -> Ranks:
         """Start the ranks of one world; `env` is the world's environment (rank vars added)."""
-        server = self._forker()
-        if server is not None:
+        forker = self._active_forker()
+        if forker is not None:
             try:
-                ranks = ForkedRanks(server, world_dir, world_size, env)
+                ranks = ForkedRanks(forker, world_dir, world_size, env)
             except Exception as exc:  # any failure to fork: torchrun will do
                 self.fall_back(f"ranks could not be forked for a world ({exc})")
             else:
@@ -151,13 +151,13 @@ class Launcher:
 
     def close(self) -> None:
         """At the session's end, once its worlds are over: the forker's end."""
-        server, self.server = self.server, None
-        if server is not None:
-            server.close()
+        forker, self.forker = self.forker, None
+        if forker is not None:
+            forker.close()
 
-    def _forker(self) -> RankForker | None:
+    def _active_forker(self) -> RankForker | None:
         """What forks the next world's ranks: none once the session fell back to torchrun."""
-        return self.server if self.fell_back is None else None
+        return self.forker if self.fell_back is None else None
 
     def fall_back(self, why: str) -> None:
         """Use torchrun for the rest of the session; say why once."""

@@ -1,32 +1,33 @@
-"""A config's result on its way from the scheduler to pytest and the results file.
+"""One attempt of a config, on its way from the scheduler to pytest and the results file.
 
-A `Delivery` carries one attempt's `ResultRecord` (the results line) with what pytest needs to
-show it: the serialized reports of the rank shown to users, and whether this attempt is the final
-one. The functions below make the record for each way an attempt can end: its ranks agreed on an
-outcome, its world crashed or hung while it ran, or it never began.
+An `AttemptRecord` carries the attempt's results line (`result`, a `ResultRecord`) with what pytest
+needs to show it: the serialized reports of the rank shown to users, and whether this attempt is
+the config's final one. The functions below make the record for each way an attempt can end: its
+ranks agreed on an outcome, its world crashed or hung while it ran, or it never began.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cpci.runner.parent.launched_world import WorldFailure
 from cpci.runner.parent.planning import ConfigSpec
+from cpci.runner.parent.world import WorldFailure
 from cpci.runner.wire.protocol import AgreedRecord, SerializedReport
 from cpci.runner.wire.rank_errors import world_note
 from cpci.schema import BatchInfo, Outcome, RankError, ResultRecord
 
 
 @dataclass(frozen=True)
-class Delivery:
-    """A config's record; `final` is the one pytest reports (earlier attempts only get logged)."""
+class AttemptRecord:
+    """One attempt of a config; the `final` one is what pytest reports (every attempt's `result`
+    goes to the results file)."""
 
     spec: ConfigSpec
-    record: ResultRecord
+    result: ResultRecord
     reports: list[SerializedReport] | None  # None when no rank reported (crash, timeout, not run)
     final: bool
     note: str | None = None
-    recorded: bool = False  # the record is in the results file already: only report it
+    recorded: bool = False  # `result` is in the results file already: only report it
 
 
 @dataclass(frozen=True)
@@ -38,9 +39,9 @@ class Where:
     batch: BatchInfo | None  # None: no world was meant for it (the scheduler ended first)
 
 
-def of_agreed(spec: ConfigSpec, agreed: AgreedRecord, where: Where) -> Delivery:
+def of_agreed(spec: ConfigSpec, agreed: AgreedRecord, where: Where) -> AttemptRecord:
     """An attempt whose ranks agreed on its outcome."""
-    return _delivery(
+    return _attempt(
         spec,
         where,
         outcome=agreed.outcome,
@@ -52,19 +53,19 @@ def of_agreed(spec: ConfigSpec, agreed: AgreedRecord, where: Where) -> Delivery:
     )
 
 
-def of_ended_world(spec: ConfigSpec, failure: WorldFailure, where: Where) -> Delivery:
+def of_ended_world(spec: ConfigSpec, failure: WorldFailure, where: Where) -> AttemptRecord:
     """The attempt in flight when its world crashed, hung, or was ended after one rank failed a
     torch harness test: it ran, and it is to blame (its outcome is the failure's kind)."""
-    return _delivery(
+    return _attempt(
         spec, where, outcome=failure.kind, duration_s=failure.culprit_s, rank_errors=failure.errors
     )
 
 
-def of_not_run(spec: ConfigSpec, why: str, detail: str, where: Where) -> Delivery:
+def of_not_run(spec: ConfigSpec, why: str, detail: str, where: Where) -> AttemptRecord:
     """An attempt that never began: red, but no evidence about the config's code."""
     message = f"not run: {why}"
     note = world_note("world", message, f"{message}\n{detail}")
-    return _delivery(spec, where, outcome="not_run", duration_s=0.0, rank_errors=[note])
+    return _attempt(spec, where, outcome="not_run", duration_s=0.0, rank_errors=[note])
 
 
 def skipped_record(spec: ConfigSpec) -> ResultRecord:
@@ -79,7 +80,7 @@ def skipped_record(spec: ConfigSpec) -> ResultRecord:
     )
 
 
-def _delivery(
+def _attempt(
     spec: ConfigSpec,
     where: Where,
     *,
@@ -89,8 +90,8 @@ def _delivery(
     metrics: dict[str, float] | None = None,
     metrics_partial: list[int] | None = None,
     reports: list[SerializedReport] | None = None,
-) -> Delivery:
-    record = ResultRecord(
+) -> AttemptRecord:
+    result = ResultRecord(
         nodeid=spec.nodeid,
         world_size=spec.world_size,
         backend=where.backend,
@@ -103,4 +104,4 @@ def _delivery(
         metrics_partial=metrics_partial,
         batch=where.batch,
     )
-    return Delivery(spec, record, reports, final=False)
+    return AttemptRecord(spec, result, reports, final=False)

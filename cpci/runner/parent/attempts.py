@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from cpci.runner.parent.attempt_records import Delivery
+from cpci.runner.parent.attempt_records import AttemptRecord
 from cpci.runner.parent.planning import ConfigSpec
 from cpci.runner.parent.rerun_policy import RerunPolicy
 from cpci.runner.wire.rank_errors import world_note
@@ -39,26 +39,26 @@ NAMED_PREDECESSORS = 3
 class Attempt:
     """One run of a config and where it ran."""
 
-    delivery: Delivery
+    record: AttemptRecord
     before: list[ConfigSpec]  # configs that ran before it in its world
     shared: bool  # its world ran more than one config
 
 
 #: Runs configs in order in one fresh world with the given attempt number and returns the last
-#: one's delivery, unsent; None when the session is ending.
-RunInFreshWorld = Callable[[list[ConfigSpec], int], Delivery | None]
-Send = Callable[[Delivery], None]
+#: one's record, unsent; None when the session is ending.
+RunInFreshWorld = Callable[[list[ConfigSpec], int], AttemptRecord | None]
+Send = Callable[[AttemptRecord], None]
 
 
-def settle(first: Attempt, policy: RerunPolicy, run: RunInFreshWorld, send: Send) -> Delivery:
+def settle(first: Attempt, policy: RerunPolicy, run: RunInFreshWorld, send: Send) -> AttemptRecord:
     """Rerun a failed first attempt (already sent) as `policy` says; return the final record.
 
     Each attempt but the final one goes to `send` as it becomes known; the final one is returned
     unsent, marked final.
     """
-    spec = first.delivery.spec
+    spec = first.record.spec
     isolating = policy.isolate and first.shared
-    attempts = _Attempts(first.delivery, send)
+    attempts = _Attempts(first.record, send)
     for _ in range(policy.alone_runs(first.shared)):
         if not attempts.run(run, [spec]):
             break
@@ -77,7 +77,7 @@ def settle(first: Attempt, policy: RerunPolicy, run: RunInFreshWorld, send: Send
 class _Attempts:
     """The attempts of one config so far; the latest is held back until it is known not final."""
 
-    def __init__(self, first: Delivery, send: Send) -> None:
+    def __init__(self, first: AttemptRecord, send: Send) -> None:
         self.latest = first
         self._held = False  # whether `latest` is still unsent
         self._send = send
@@ -87,39 +87,39 @@ class _Attempts:
 
     def run(self, run: RunInFreshWorld, specs: list[ConfigSpec]) -> bool:
         """One more attempt; False (and no attempt counted) when it never ran."""
-        number = self.latest.record.attempt + 1
-        delivery = run(specs, number)
-        if delivery is None or delivery.record.outcome in NOT_RUN_OUTCOMES:
-            why = "the session is ending" if delivery is None else _first_message(delivery.record)
+        number = self.latest.result.attempt + 1
+        ran = run(specs, number)
+        if ran is None or ran.result.outcome in NOT_RUN_OUTCOMES:
+            why = "the session is ending" if ran is None else _first_message(ran.result)
             self.stopped = f"reruns stopped after attempt {number - 1}: {why}"
             return False
         if self._held:
             self._send(self.latest)
-        self.latest, self._held = delivery, True
+        self.latest, self._held = ran, True
         self.ran += 1
-        self.failures += delivery.record.outcome in FAILING_OUTCOMES
+        self.failures += ran.result.outcome in FAILING_OUTCOMES
         return True
 
     @property
     def failed_last(self) -> bool:
-        return self.latest.record.outcome in FAILING_OUTCOMES
+        return self.latest.result.outcome in FAILING_OUTCOMES
 
-    def _final(self, record: ResultRecord, note: str) -> Delivery:
-        return replace(self.latest, record=record, final=True, note=note, recorded=not self._held)
+    def _final(self, result: ResultRecord, note: str) -> AttemptRecord:
+        return replace(self.latest, result=result, final=True, note=note, recorded=not self._held)
 
-    def final_failure(self, isolation: Isolation | None) -> Delivery:
-        record = self.latest.record
+    def final_failure(self, isolation: Isolation | None) -> AttemptRecord:
+        result = self.latest.result
         notes = [f"failed {self.failures}/{self.ran} attempts"] if self.ran > 1 else []
         if self.stopped:
             notes.append(self.stopped)
         if self._held:  # a record already written stays as it was written
             extra = [world_note("rerun", n) for n in notes]
-            record = record.model_copy(
-                update={"isolation": isolation, "rank_errors": [*record.rank_errors, *extra]}
+            result = result.model_copy(
+                update={"isolation": isolation, "rank_errors": [*result.rank_errors, *extra]}
             )
-        return self._final(record, "; ".join(notes) if notes else "")
+        return self._final(result, "; ".join(notes) if notes else "")
 
-    def order_dependent(self, before: list[ConfigSpec]) -> Delivery:
+    def order_dependent(self, before: list[ConfigSpec]) -> AttemptRecord:
         names = [s.nodeid for s in before]
         shown = ", ".join(names[:NAMED_PREDECESSORS])
         if len(names) > NAMED_PREDECESSORS:
@@ -130,22 +130,22 @@ class _Attempts:
             "that ran before it in that world:\n" + "\n".join(names)
         )
         note = world_note("isolation", message, detail)
-        record = self.latest.record.model_copy(
+        result = self.latest.result.model_copy(
             update={
                 "outcome": "failed",
                 "isolation": "order-dependent",
-                "rank_errors": [note, *self.latest.record.rank_errors],
+                "rank_errors": [note, *self.latest.result.rank_errors],
             }
         )
-        return self._final(record, f"ORDER-DEPENDENT: {message.removeprefix('order-dependent: ')}")
+        return self._final(result, f"ORDER-DEPENDENT: {message.removeprefix('order-dependent: ')}")
 
-    def flaky(self, isolation: Isolation | None) -> Delivery:
-        record = self.latest.record.model_copy(update={"flaky": True, "isolation": isolation})
+    def flaky(self, isolation: Isolation | None) -> AttemptRecord:
+        result = self.latest.result.model_copy(update={"flaky": True, "isolation": isolation})
         note = f"FLAKY: failed {self.failures} of {self.ran} attempts, then passed when rerun alone"
         if self.stopped:
             note += f"; {self.stopped}"
-        return self._final(record, note)
+        return self._final(result, note)
 
 
-def _first_message(record: ResultRecord) -> str:
-    return record.rank_errors[0].message if record.rank_errors else record.outcome
+def _first_message(result: ResultRecord) -> str:
+    return result.rank_errors[0].message if result.rank_errors else result.outcome

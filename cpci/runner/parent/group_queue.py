@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from cpci.runner.parent.launched_world import WorldResult
 from cpci.runner.parent.planning import Group
+from cpci.runner.parent.world import WorldResult
 
 __all__ = ["GroupQueue"]
 

@@ -1,30 +1,34 @@
-"""One world: launch it, feed it configs, watch it, and say how it ended.
+"""A launched world: start its ranks, feed it configs, watch it, and say how it ended.
 
 The world takes its configs from a `Take` callback (its group's queue, or a fixed list for a rerun)
 and gets them through its feed (`cpci.runner.wire.feed`), a few ahead of the config in flight, then
 a `Close` once `Take` has no more. The parent never reads the world's stdout. It tails the files the
-ranks write (journals, the agreed outcomes) and enforces each config's timeout: a hung config gets
-every rank's Python stack dumped (SIGUSR1 -> faulthandler), and NCCL's flight recorder asked for its
-record of the collectives (`cpci.runner.parent.nccl_diagnostics`), before the whole process tree is
-killed. A rank that dies is named with its exit code or signal and the tail of its log. A line of
-the agreed outcomes the parent cannot accept is an `error` of its config alone. When one rank's part
-of a torch harness test fails and the others stay inside theirs, the world is ended and the config
-failed, as the harness's parent ends it (`cpci.runner.wire.protocol.Left`)."""
+ranks write (journals, the agreed outcomes: `cpci.runner.parent.world_watch`) and enforces each
+config's timeout: a hung config gets every rank's Python stack dumped (SIGUSR1 -> faulthandler),
+and NCCL's flight recorder asked for its record of the collectives
+(`cpci.runner.parent.nccl_diagnostics`), before the whole process tree is killed. A rank that dies
+is named with its exit code or signal and the tail of its log. A line of the agreed outcomes the
+parent cannot accept is an `error` of its config alone. When one rank's part of a torch harness
+test fails and the others stay inside theirs, the world is ended and the config failed, as the
+harness's parent ends it (`cpci.runner.wire.protocol.Left`).
+
+`world_starter(launch)` is the scheduler's `StartWorld` for the session's launched worlds.
+"""
 
 from __future__ import annotations
 
 import os
 import signal
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import replace
 from pathlib import Path
-from typing import Literal
 
-from cpci.runner.launch.launcher import Launcher, Ranks
+from cpci.runner.launch.launcher import Ranks
 from cpci.runner.parent import nccl_diagnostics
-from cpci.runner.parent.planning import ConfigSpec, Group
+from cpci.runner.parent.planning import Group
 from cpci.runner.parent.progress import InFlight
+from cpci.runner.parent.world import OutcomeSink, StartWorld, Take, WorldFailure, WorldResult
+from cpci.runner.parent.world_launch import WorldLaunch
 from cpci.runner.parent.world_watch import Refused, WorldWatch
 from cpci.runner.wire import collectives
 from cpci.runner.wire.feed import LOOKAHEAD, FeedWriter
@@ -38,7 +42,6 @@ from cpci.runner.wire.rank_errors import (
 )
 from cpci.runner.wire.rank_exit import how_it_ended
 from cpci.runner.wire.world_dir import WorldDir
-from cpci.schema import RankError
 
 #: How often the parent looks at the world's files. Ranks never wait for the parent.
 _POLL_S = 0.01
@@ -51,60 +54,17 @@ HARNESS_GRACE_S = 5.0
 _LOG_TAIL_BYTES = 16_000  # room for a fatal error's header, stack and module list
 
 
-@dataclass(frozen=True)
-class WorldLaunch:
-    """Everything needed to start a world that is not the configs themselves."""
+def world_starter(launch: WorldLaunch) -> StartWorld:
+    """The scheduler's way to start the session's worlds: each with `launch`, its devices' `env`
+    over the launch's own."""
 
-    run_dir: Path
-    pytest_args: list[str]
-    invocation_dir: str
-    start_timeout_s: float
-    collect_args: list[str] | None = None
-    env: dict[str, str] = field(default_factory=dict)
-    #: The session's launcher, shared by its worlds (a fallback to torchrun holds for all).
-    launcher: Launcher = field(default_factory=lambda: Launcher("torchrun"))
+    def start(name: str, group: Group, take: Take, env: dict[str, str]) -> LaunchedWorld:
+        return LaunchedWorld(replace(launch, env={**launch.env, **env}), name, group, take)
+
+    return start
 
 
-@dataclass
-class WorldFailure:
-    """Why a world ended before running all its configs: a rank died (`crashed`), the config in
-    flight outlasted its timeout (`timeout`), or one rank failed a torch harness test and the
-    others stayed inside it (`failed`, as the harness would say)."""
-
-    kind: Literal["crashed", "timeout", "failed"]
-    culprit: int | None  # plan index of the config in flight, if any
-    culprit_s: float  # how long the config in flight had run
-    errors: list[RankError]  # the rank that failed first leads
-    reason: str  # one line: why the world ended
-
-
-@dataclass
-class WorldResult:
-    started_s: float | None  # launch to the first config beginning; None if none began
-    wall_s: float
-    finished: set[int]
-    failure: WorldFailure | None
-    fed: list[int] = field(default_factory=list)  # plan indices, in feed order
-
-    def unfinished(self) -> list[int]:
-        """Configs fed that neither finished nor were blamed: they go back to their queue."""
-        culprit = None if self.failure is None else self.failure.culprit
-        return [i for i in self.fed if i not in self.finished and i != culprit]
-
-    @property
-    def progressed(self) -> bool:
-        """Whether the world used up a config: one finished, or one was blamed for its end."""
-        blamed = self.failure is not None and self.failure.culprit is not None
-        return bool(self.finished) or blamed
-
-
-#: Called with each config's agreed record as it arrives (the rank that failed first leads).
-OutcomeSink = Callable[[ConfigSpec, AgreedRecord], None]
-#: Gives the world its next config (a plan index of its group), or None: it takes no more.
-Take = Callable[[], int | None]
-
-
-class World:
+class LaunchedWorld:
     """Runs the configs `take` gives (plan indices of `group`) in one fresh world, as they come."""
 
     def __init__(self, launch: WorldLaunch, name: str, group: Group, take: Take) -> None:
@@ -229,7 +189,7 @@ class World:
             # config of the group may be fed.
             pg_timeout_s=max(c.timeout for c in self.configs.values()) + 60,
             # What the ranks collect: the files of every config of the group, unless node ids
-            # need the parent's own arguments to come out the same (BatchedSession.collect_args).
+            # need the parent's own arguments to come out the same (`world_launch.collect_args`).
             collect=self.launch.collect_args
             or list(dict.fromkeys(c.path for c in self.configs.values())),
         )

@@ -1,4 +1,9 @@
-"""Counters for a batched run, the live progress line and the closing summary."""
+"""The run's statistics, the live progress line and the closing summary.
+
+`RunStats` is told what happened, in words of the run (a world started or ended, a config ran or
+was settled, a world ended on a config, reruns settled one), from the scheduler's threads and the
+main thread alike; it keeps its own lock, so no caller takes one.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
+
+from cpci.schema import FAILING_OUTCOMES, NOT_RUN_OUTCOMES, ResultRecord
 
 
 class InFlight(NamedTuple):
@@ -20,9 +27,9 @@ class InFlight(NamedTuple):
 
 @dataclass
 class RunStats:
-    """Updated by the scheduler threads, read by the main thread; guarded by one lock."""
+    """What the run has done so far (read its fields; tell it through its methods)."""
 
-    total: int
+    total: int = 0
     started_at: float = field(default_factory=time.monotonic)
     done: int = 0
     failed: int = 0
@@ -38,13 +45,75 @@ class RunStats:
     flaky: list[str] = field(default_factory=list)
     not_run: list[str] = field(default_factory=list)  # never began: red, but not the code's fault
     order_dependent: list[str] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
+    def planned(self, total: int) -> None:
+        """The configs the run is to settle (known once the session is planned)."""
+        with self._lock:
+            self.total = total
+
+    def world_started(self) -> None:
+        with self._lock:
+            self.running += 1
+
+    def world_ended(self, start_up_s: float | None) -> None:
+        """A world is over, however it ended (a scheduler error included), after `start_up_s`
+        of start-up (None: no config began)."""
+        with self._lock:
+            self.running -= 1
+            self.worlds += 1
+            self.init_s += start_up_s or 0.0
+
+    def respawned(self) -> None:
+        """A fresh world takes the rest of a dead world's queue."""
+        with self._lock:
+            self.respawns += 1
+
+    def config_ran(self, seconds: float) -> None:
+        """One attempt of a config ran to an agreed outcome."""
+        with self._lock:
+            self.test_s += seconds
+
+    def ended_on(self, nodeid: str, kind: str, seconds: float, *, first: bool) -> None:
+        """A world ended on the config `nodeid` (`kind`: crashed, timeout or failed) after it ran
+        `seconds`; `first`: its first attempt, which the summary lists (reruns only count)."""
+        with self._lock:
+            self.test_s += seconds
+            if kind == "timeout":
+                self.timeouts += 1
+                self.timeout_s += seconds
+            if first and kind == "crashed":
+                self.crashed.append(nodeid)
+            elif first and kind == "timeout":
+                self.timed_out.append(nodeid)
+
+    def rerun_settled(self, result: ResultRecord) -> None:
+        """A config's reruns settled it: order-dependent and flaky ones are listed."""
+        with self._lock:
+            if result.isolation == "order-dependent":
+                self.order_dependent.append(result.nodeid)
+            elif result.flaky:
+                self.flaky.append(result.nodeid)
+
+    def settled(self, nodeid: str, outcome: str) -> None:
+        """The config's final record is known: it is done (counted failed, or not run)."""
+        with self._lock:
+            self.done += 1
+            if outcome in NOT_RUN_OUTCOMES:
+                self.not_run.append(nodeid)
+            elif outcome in FAILING_OUTCOMES:
+                self.failed += 1
+
+    def all_settled(self) -> bool:
+        """Whether every planned config has its final record (the run was not cut short)."""
+        with self._lock:
+            return self.done >= self.total
 
     def progress_line(self, in_flight: Sequence[InFlight] = (), stalled_s: float = 0.0) -> str:
         """The live line; each config of `in_flight` that has run `stalled_s` or longer is named,
         with when its timeout ends it (on the line's own elapsed clock), so a line that stays at
         8/15 says what it waits for."""
-        with self.lock:
+        with self._lock:
             elapsed = time.monotonic() - self.started_at
             left = self.total - self.done
             eta = "?" if self.done == 0 else _clock(elapsed / self.done * left)
@@ -66,7 +135,7 @@ class RunStats:
         return line
 
     def summary_lines(self) -> list[str]:
-        with self.lock:
+        with self._lock:
             timeouts = (
                 f"; {self.timeout_s:.1f} s of it until {self.timeouts} timeout(s)"
                 if self.timeouts

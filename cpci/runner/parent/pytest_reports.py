@@ -12,21 +12,21 @@ from typing import Literal
 
 import pytest
 
-from cpci.runner.parent.attempt_records import Delivery
+from cpci.runner.parent.attempt_records import AttemptRecord
 from cpci.runner.wire.rank_errors import error_line, ranks_text
 from cpci.schema import FAILING_OUTCOMES, Outcome, ResultRecord
 
 FLAKY_ATTR = "cpci_flaky"
 
 
-def item_reports(item: pytest.Item, delivery: Delivery) -> list[pytest.TestReport]:
+def item_reports(item: pytest.Item, final: AttemptRecord) -> list[pytest.TestReport]:
     """The setup/call/teardown reports for one config, from what its ranks reported."""
-    record = delivery.record
-    if delivery.reports:
+    record = final.result
+    if final.reports:
         hook = item.config.hook
         reports: list[pytest.TestReport] = [
             hook.pytest_report_from_serializable(config=item.config, data=data)
-            for data in delivery.reports
+            for data in final.reports
         ]
         for report in reports:
             if isinstance(report.longrepr, list):  # a skip's (path, line, reason), via JSON
@@ -55,8 +55,8 @@ def item_reports(item: pytest.Item, delivery: Delivery) -> list[pytest.TestRepor
                 f"them; {', '.join(f'{n}={v:g}' for n, v in record.metrics.items())} is the max "
                 "over the other ranks only"
             )
-        if delivery.note:
-            info += f"\n{delivery.note}"
+        if final.note:
+            info += f"\n{final.note}"
         target = failing[0] if failing else reports[-1]
         target.sections.append(("cpci", info))
     if record.flaky:

@@ -2,7 +2,7 @@
 
 Each group (the configs of one world size and backend, `cpci.runner.parent.planning.Group`) is a
 queue. Worker threads (`--cpci-workers`) each start a world for a group that has configs queued and
-feed it from that queue until the queue is empty or the world has taken `cap` configs
+feed it from that queue until the queue is empty or the world has taken `world_cap` configs
 (`--cpci-batch-size`; None: no cap), then close it. Several workers may feed worlds of the same
 group, so a slow config holds up only its own world: the others take the rest of the queue.
 
@@ -18,9 +18,13 @@ back to the queue (or is `not_run`, once the group gives up).
 
 A config that failed is then rerun or isolated as `cpci.runner.parent.attempts` says, each attempt
 in a fresh world of its own with a fixed list of configs; reruns are taken once no queue has
-configs.
+configs. Every attempt goes out through the outbox (`cpci.runner.parent.outbox`), which lets
+nothing of a config pass after its final record.
 
-A worker thread that cannot even settle a config (its `not_run` record fails to be delivered)
+Worlds are started through the `StartWorld` the scheduler is given
+(`cpci.runner.parent.world`): the session's launches them, a test scripts them.
+
+A worker thread that cannot even settle a config (its `not_run` record fails to be sent)
 ends, keeping the traceback in `error`; once every thread has ended (`finished`), the session
 reports each config it never got as `not_run`, so pytest never waits for a record that cannot
 come.
@@ -36,7 +40,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
 from cpci.runner.parent.attempt_records import (
-    Delivery,
+    AttemptRecord,
     Where,
     of_agreed,
     of_ended_world,
@@ -44,17 +48,16 @@ from cpci.runner.parent.attempt_records import (
 )
 from cpci.runner.parent.attempts import Attempt, settle
 from cpci.runner.parent.group_queue import GroupQueue
-from cpci.runner.parent.launched_world import Take, World, WorldFailure, WorldLaunch, WorldResult
+from cpci.runner.parent.outbox import Outbox, RecordSink
 from cpci.runner.parent.planning import ConfigSpec, Group
 from cpci.runner.parent.progress import InFlight, RunStats
 from cpci.runner.parent.rerun_policy import RerunPolicy
 from cpci.runner.parent.slots import Slots
+from cpci.runner.parent.world import StartWorld, Take, World, WorldFailure, WorldResult
 from cpci.runner.wire.protocol import AgreedRecord
 from cpci.schema import BatchInfo
 
-__all__ = ["Deliver", "Scheduler"]
-
-Deliver = Callable[[Delivery], None]
+__all__ = ["Scheduler"]
 
 
 @dataclass(frozen=True)
@@ -73,34 +76,34 @@ class _Fed:
 
 
 class Scheduler:
-    """Runs every group's configs on background threads and hands each record to `deliver`."""
+    """Runs every group's configs on background threads and sends each record to `sink`."""
 
     def __init__(
         self,
         groups: list[Group],
         *,
-        launch: WorldLaunch,
+        start_world: StartWorld,
         slots: Slots,
         workers: int,
-        cap: int | None,
+        world_cap: int | None,
         max_respawns: int,
         policy: RerunPolicy,
-        deliver: Deliver,
+        sink: RecordSink,
         stats: RunStats,
         ended: Callable[[], None] = lambda: None,
     ) -> None:
         self._queues = [GroupQueue.of(g) for g in groups if g.configs]
         self._index = {c.nodeid: i for g in groups for i, c in enumerate(g.configs)}  # plan index
         self._reruns: deque[_Rerun] = deque()
-        self._launch = launch
+        self._start_world = start_world
         self._slots = slots
         self._workers = workers
-        self._cap = cap
+        self._world_cap = world_cap
         self._max_respawns = max_respawns
         self._policy = policy
-        self._deliver = deliver
+        self._outbox = Outbox(sink)
         self._ended = ended  # called as each worker thread ends
-        self.stats = stats
+        self._stats = stats
         #: What ended a worker thread, when settling a config failed: its traceback.
         self.error: str | None = None
         self._working = 0  # worker threads not yet ended
@@ -109,8 +112,6 @@ class Scheduler:
         self._busy = 0  # jobs running: their worlds may yet give back configs or ask for reruns
         self._lock = threading.Condition()
         self._stopping = threading.Event()
-        self._reported: set[str] = set()  # node ids whose final record went out
-        self._last: dict[str, Delivery] = {}  # node id -> its latest record sent
         self._names = 0
 
     def in_flight(self) -> list[InFlight]:
@@ -156,7 +157,7 @@ class Scheduler:
                     with self._lock:
                         self._busy -= 1
                         self._lock.notify_all()
-        except Exception:  # even settling a config failed (its record could not be delivered)
+        except Exception:  # even settling a config failed (its record could not be sent)
             with self._lock:
                 self.error = self.error or traceback.format_exc()
         finally:
@@ -211,7 +212,9 @@ class Scheduler:
         group = queue.group
         with self._lock:
             if fed.given_up is None:  # the queue has not taken this world's end into account
-                recorded = {i for i in fed.taken if group.configs[i].nodeid in self._last}
+                recorded = {
+                    i for i in fed.taken if self._outbox.latest(group.configs[i].nodeid) is not None
+                }
                 back = [i for i in fed.taken if i not in recorded and i not in queue.queued]
                 failure = WorldFailure("crashed", None, 0.0, [], why)
                 ended = WorldResult(None, 0.0, recorded, failure, fed=back)
@@ -238,14 +241,14 @@ class Scheduler:
                 if head:
                     return head.pop()
                 with self._lock:
-                    full = self._cap is not None and len(fed.taken) >= self._cap
+                    full = self._world_cap is not None and len(fed.taken) >= self._world_cap
                     index = None if full or self._stopping.is_set() else queue.take()
                     if index is not None:
                         fed.taken.append(index)
                     return index
 
             world = self._new_world(group, env, take)
-            result, _ = self._watch(world, group, world_no, attempt=1, log=True)
+            result, _ = self._watch(world, group, world_no, attempt=1, first_pass=True)
         finally:
             release()
         self._after_pool_world(queue, fed, world, world_no, result)
@@ -270,65 +273,63 @@ class Scheduler:
             message = _give_up_reason(fruitless, self._max_respawns, why)
             detail = "\n".join(e.detail or e.message for e in failure.errors)
             for index in stranded:
-                self._not_run(group, group.configs[index], world_no, 1, message, detail, log=True)
+                self._not_run(
+                    group, group.configs[index], world_no, 1, message, detail, first_pass=True
+                )
         elif requeued:
-            with self.stats.lock:
-                self.stats.respawns += 1  # a fresh world takes the rest of the queue
+            self._stats.respawned()  # a fresh world takes the rest of the queue
 
     # -- one world, however it is fed -----------------------------------------------------------
     def _new_world(self, group: Group, env: dict[str, str], take: Take) -> World:
         with self._lock:
             self._names += 1
             name = f"world-{self._names:04d}-g{group.index}"
-            launch = replace(self._launch, env={**self._launch.env, **env})
-            world = World(launch, name, group, take)
+            world = self._start_world(name, group, take, env)
             self._live.add(world)
         return world
 
     def _watch(
-        self, world: World, group: Group, world_no: int, *, attempt: int, log: bool
+        self, world: World, group: Group, world_no: int, *, attempt: int, first_pass: bool
     ) -> tuple[WorldResult, dict[str, Attempt]]:
-        """Run `world`, settling each config as its ranks agree on it; its agreed attempts."""
+        """Run `world`, settling each config as its ranks agree on it; its agreed attempts.
+
+        A first pass (`first_pass`: a pool world) sends each attempt at once; a rerun's world
+        only returns them, for `settle` to decide what each means."""
         attempts: dict[str, Attempt] = {}
 
         def on_outcome(spec: ConfigSpec, agreed: AgreedRecord) -> None:
             where = _where(group, world_no, attempt, world.started_s)
-            ran = self._attempt(of_agreed(spec, agreed, where), world, agreed.index)
-            attempts[spec.nodeid] = self._settled(group, ran, log)
-            with self.stats.lock:
-                self.stats.test_s += agreed.duration_s
+            ran = self._attempt(of_agreed(spec, agreed, where), world, group, agreed.index)
+            attempts[spec.nodeid] = self._settled(group, ran, first_pass)
+            self._stats.config_ran(agreed.duration_s)
 
         if self._stopping.is_set():
             with self._lock:
                 self._live.discard(world)
             return WorldResult(None, 0.0, set(), None), attempts
-        with self.stats.lock:
-            self.stats.running += 1
+        self._stats.world_started()
         try:
             result = world.run(on_outcome)
         finally:
             with self._lock:
                 self._live.discard(world)
-            with self.stats.lock:  # counted however it ended (a scheduler error included)
-                self.stats.running -= 1
-                self.stats.worlds += 1
-                self.stats.init_s += world.started_s or 0.0
+            self._stats.world_ended(world.started_s)  # however it ended (a scheduler error too)
         return result, attempts
 
-    def _attempt(self, ran: Delivery, world: World, index: int) -> Attempt:
+    def _attempt(self, ran: AttemptRecord, world: World, group: Group, index: int) -> Attempt:
         """An attempt, shared if its world was fed others, with the configs its world ran before
         it when a rerun may replay them (kept for failures only: a world may run thousands)."""
         shared = len(world.fed) > 1
-        if not self._policy.wants_rerun(ran.record, shared):
+        if not self._policy.wants_rerun(ran.result, shared):
             return Attempt(ran, [], shared)
         before = world.fed[: world.fed.index(index)]
-        return Attempt(ran, [world.configs[i] for i in before], shared)
+        return Attempt(ran, [group.configs[i] for i in before], shared)
 
-    def _settled(self, group: Group, ran: Attempt, log: bool) -> Attempt:
-        """Report a first-pass result at once: final, unless it is to be rerun."""
-        if log:
-            rerun = self._policy.wants_rerun(ran.delivery.record, ran.shared)
-            self._send(replace(ran.delivery, final=not rerun))
+    def _settled(self, group: Group, ran: Attempt, first_pass: bool) -> Attempt:
+        """Send a first-pass result at once: final, unless it is to be rerun."""
+        if first_pass:
+            rerun = self._policy.wants_rerun(ran.record.result, ran.shared)
+            self._outbox.send(replace(ran.record, final=not rerun))
             if rerun:
                 with self._lock:
                     self._reruns.append(_Rerun(group, ran))
@@ -343,23 +344,15 @@ class Scheduler:
         attempt: int,
         culprit: int,
         failure: WorldFailure,
-        log: bool = True,
+        first_pass: bool = True,
     ) -> Attempt:
         """The config in flight when its world crashed, hung, or was ended after one rank failed a
         torch harness test: it ran, and it is to blame."""
         spec = group.configs[culprit]
-        with self.stats.lock:
-            self.stats.test_s += failure.culprit_s
-            if failure.kind == "timeout":
-                self.stats.timeouts += 1
-                self.stats.timeout_s += failure.culprit_s
-            if log and failure.kind == "crashed":
-                self.stats.crashed.append(spec.nodeid)
-            elif log and failure.kind == "timeout":
-                self.stats.timed_out.append(spec.nodeid)
+        self._stats.ended_on(spec.nodeid, failure.kind, failure.culprit_s, first=first_pass)
         where = _where(group, world_no, attempt, world.started_s)
         ended = of_ended_world(spec, failure, where)
-        return self._settled(group, self._attempt(ended, world, culprit), log)
+        return self._settled(group, self._attempt(ended, world, group, culprit), first_pass)
 
     def _not_run(
         self,
@@ -369,75 +362,45 @@ class Scheduler:
         attempt: int,
         why: str,
         detail: str,
-        log: bool,
+        first_pass: bool,
     ) -> Attempt:
         """A config that never began: red, but no evidence about its code."""
         never = of_not_run(spec, why, detail, _where(group, world_no, attempt))
-        return self._settled(group, Attempt(never, [], shared=False), log)
+        return self._settled(group, Attempt(never, [], shared=False), first_pass)
 
     def _give_up(self, group: Group, indices: list[int], why: str) -> None:
-        """After a scheduler error: settle each of these configs not yet reported."""
+        """After a scheduler error: settle each of these configs not yet settled."""
         for index in indices:
             spec = group.configs[index]
-            with self._lock:
-                if spec.nodeid in self._reported:
-                    continue
-                last = self._last.get(spec.nodeid)
+            if self._outbox.settled(spec.nodeid):
+                continue
+            last = self._outbox.latest(spec.nodeid)
             if last is not None:  # it ran; its reruns did not finish, its last attempt stands
-                self._send(replace(last, final=True, recorded=True, note=f"reruns stopped: {why}"))
+                stands = replace(last, final=True, recorded=True, note=f"reruns stopped: {why}")
+                self._outbox.send(stands)
             else:
-                self._not_run(group, spec, 0, 1, why, "", log=True)  # alone: final at once
-
-    def _send(self, sent: Delivery) -> None:
-        """Hand a record on; once a config's final record went out, nothing more of it does (a
-        scheduler error settles a config whose rerun is still queued, and the rerun may yet
-        run: pytest and the results file get one verdict per config). A record `deliver` fails
-        on was not sent: its config is left as it was, for the scheduler error to requeue."""
-        nodeid = sent.spec.nodeid
-        with self._lock:
-            if nodeid in self._reported:
-                return
-            before = self._last.get(nodeid)
-            self._last[nodeid] = sent
-            if sent.final:
-                self._reported.add(nodeid)
-        try:
-            self._deliver(sent)
-        except BaseException:
-            with self._lock:
-                self._reported.discard(nodeid)
-                if before is None:
-                    del self._last[nodeid]
-                else:
-                    self._last[nodeid] = before
-            raise
+                self._not_run(group, spec, 0, 1, why, "", first_pass=True)  # alone: final at once
 
     # -- reruns --------------------------------------------------------------------------------
     def _rerun(self, group: Group, first: Attempt) -> None:
-        spec = first.delivery.spec
-        with self._lock:
-            if spec.nodeid in self._reported:  # settled meanwhile, by a scheduler error
-                return
+        spec = first.record.spec
+        if self._outbox.settled(spec.nodeid):  # settled meanwhile, by a scheduler error
+            return
 
-        def run(specs: list[ConfigSpec], attempt: int) -> Delivery | None:
+        def run(specs: list[ConfigSpec], attempt: int) -> AttemptRecord | None:
             return self._run_alone(group, specs, attempt).get(spec.nodeid)
 
         try:
-            final = settle(first, self._policy, run, self._send)
+            final = settle(first, self._policy, run, self._outbox.send)
         except Exception as exc:  # never leave pytest waiting for a result that cannot come
             self._give_up(group, [self._index[spec.nodeid]], f"cpci scheduler error: {exc!r}")
             return
-        record = final.record
-        with self.stats.lock:
-            if record.isolation == "order-dependent":
-                self.stats.order_dependent.append(spec.nodeid)
-            elif record.flaky:
-                self.stats.flaky.append(spec.nodeid)
-        self._send(final)
+        self._stats.rerun_settled(final.result)
+        self._outbox.send(final)
 
     def _run_alone(
         self, group: Group, specs: list[ConfigSpec], attempt: int
-    ) -> dict[str, Delivery]:
+    ) -> dict[str, AttemptRecord]:
         """Run exactly `specs`, in order, in one fresh world (a rerun or an isolation replay).
 
         Nothing is sent: the caller decides what each attempt means. A config the world never
@@ -450,30 +413,31 @@ class Scheduler:
             with self._lock:
                 world_no = queue.number_world()
             world = self._new_world(group, env, lambda: next(order, None))
-            result, agreed = self._watch(world, group, world_no, attempt=attempt, log=False)
+            result, agreed = self._watch(world, group, world_no, attempt=attempt, first_pass=False)
         finally:
             release()
-        ran = {nodeid: a.delivery for nodeid, a in agreed.items()}
+        ran = {nodeid: a.record for nodeid, a in agreed.items()}
         failure = result.failure
         if self._stopping.is_set() and failure is not None:
             return ran
         if failure is not None and failure.culprit is not None:
             ended = self._ended_world(
-                group, world, world_no, attempt, failure.culprit, failure, log=False
+                group, world, world_no, attempt, failure.culprit, failure, first_pass=False
             )
-            ran[ended.delivery.spec.nodeid] = ended.delivery
+            ran[ended.record.spec.nodeid] = ended.record
         for spec in specs:
             if spec.nodeid not in ran:
                 why = _alone_reason(failure)
                 ran[spec.nodeid] = self._not_run(
-                    group, spec, world_no, attempt, *why, log=False
-                ).delivery
+                    group, spec, world_no, attempt, *why, first_pass=False
+                ).record
         return ran
 
 
 def _where(group: Group, world_no: int, attempt: int, start_s: float | None = None) -> Where:
-    info = BatchInfo(index=group.index, world=world_no, size=len(group.configs), start_s=start_s)
-    return Where(attempt=attempt, backend=group.backend, batch=info)
+    """Where an attempt ran: its group and that group's world (the results' `batch`)."""
+    placed = BatchInfo(index=group.index, world=world_no, size=len(group.configs), start_s=start_s)
+    return Where(attempt=attempt, backend=group.backend, batch=placed)
 
 
 def _give_up_reason(fruitless: int, max_respawns: int, why: str) -> str:

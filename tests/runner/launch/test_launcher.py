@@ -152,7 +152,7 @@ def pytest_collection_modifyitems(config, items):
     if SESSION not in config.stash:
         return  # a rank
     launcher = config.stash[SESSION].launcher
-    server = None if launcher is None else launcher.server
+    server = None if launcher is None else launcher.forker
     seen = {"server": None}
     if server is not None:
         os.kill(server.pid, 0)  # raises if the server is not running

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from cpci.runner.parent.attempt_records import Where, of_agreed, of_ended_world, of_not_run
-from cpci.runner.parent.launched_world import WorldFailure
 from cpci.runner.parent.planning import ConfigSpec
+from cpci.runner.parent.world import WorldFailure
 from cpci.runner.wire.protocol import AgreedRecord
 from cpci.runner.wire.rank_errors import rank_error
 from cpci.schema import BatchInfo
@@ -30,7 +30,7 @@ def test_an_agreed_attempt_keeps_its_reports_metrics_and_errors() -> None:
     )
     sent = of_agreed(SPEC, agreed, WHERE)
     assert (sent.spec, sent.reports, sent.final) == (SPEC, [{"when": "call"}], False)
-    record = sent.record
+    record = sent.result
     assert (record.nodeid, record.world_size, record.params) == (SPEC.nodeid, 2, {"n": 2})
     assert (record.outcome, record.duration_s, record.attempt) == ("failed", 1.5, 2)
     assert (record.rank_errors, record.metrics, record.batch) == (
@@ -46,7 +46,7 @@ def test_the_attempt_its_world_died_in_is_blamed_with_the_world_s_errors() -> No
     failure = WorldFailure("crashed", 0, 2.5, errors, "rank 0 was killed by SIGSEGV (pid 1)")
     sent = of_ended_world(SPEC, failure, WHERE)
     assert sent.reports is None
-    assert (sent.record.outcome, sent.record.duration_s, sent.record.rank_errors) == (
+    assert (sent.result.outcome, sent.result.duration_s, sent.result.rank_errors) == (
         "crashed",
         2.5,
         errors,
@@ -54,7 +54,7 @@ def test_the_attempt_its_world_died_in_is_blamed_with_the_world_s_errors() -> No
 
 
 def test_an_attempt_that_never_began_says_why_in_a_world_note() -> None:
-    record = of_not_run(SPEC, "world start-up failed: boom", "the log", WHERE).record
+    record = of_not_run(SPEC, "world start-up failed: boom", "the log", WHERE).result
     assert (record.outcome, record.duration_s) == ("not_run", 0.0)
     [note] = record.rank_errors
     assert (note.rank, note.phase) == (-1, "world")

@@ -4,8 +4,8 @@ row that used up no config count towards giving up."""
 from __future__ import annotations
 
 from cpci.runner.parent.group_queue import GroupQueue
-from cpci.runner.parent.launched_world import WorldFailure, WorldResult
 from cpci.runner.parent.planning import ConfigSpec, Group
+from cpci.runner.parent.world import WorldFailure, WorldResult
 
 NEEDS_TORCH = False  # in process, no world (tests/runner/conftest.py)
 

@@ -11,7 +11,10 @@ from cpci.runner.parent.progress import InFlight, RunStats
 
 
 def test_a_stalled_config_is_named_with_its_timeout_on_the_lines_clock() -> None:
-    stats = RunStats(total=15, done=8)
+    stats = RunStats()
+    stats.planned(15)
+    for n in range(8):
+        stats.settled(f"t.py::test_{n}", "passed")
     stats.started_at = time.monotonic() - 60  # the run began a minute ago
     began = time.time() - 20  # and its config in flight twenty seconds ago
     stalled = InFlight("t.py::test_cp[2-hangs]", began, 300.0, "cpci's default")
@@ -25,11 +28,22 @@ def test_a_stalled_config_is_named_with_its_timeout_on_the_lines_clock() -> None
 
 
 def test_the_summary_counts_time_until_timeouts() -> None:
-    stats = RunStats(total=3, done=3, worlds=2, test_s=10.8, timeouts=1, timeout_s=10.0)
-    assert stats.summary_lines()[0] == (
+    stats = RunStats()
+    stats.planned(3)
+    for _ in range(2):
+        stats.world_started()
+        stats.world_ended(None)
+    stats.config_ran(0.8)
+    stats.ended_on("t.py::test_hangs", "timeout", 10.0, first=True)
+    for name in ("test_a", "test_b", "test_hangs"):
+        stats.settled(f"t.py::{name}", "timeout" if name == "test_hangs" else "passed")
+    assert stats.summary_lines() == [
         "2 world(s) started (0 respawn(s)), world start-up 0.0 s, configs 10.8 s "
-        "(3 config(s); 10.0 s of it until 1 timeout(s))"
-    )
+        "(3 config(s); 10.0 s of it until 1 timeout(s))",
+        "1 timed out:",
+        "  t.py::test_hangs",
+    ]
+    assert (stats.done, stats.failed, stats.all_settled()) == (3, 1, True)
 
 
 def test_progress_names_the_config_a_stalled_world_waits_for(pytester: pytest.Pytester) -> None:

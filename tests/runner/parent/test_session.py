@@ -1,8 +1,12 @@
-"""The parent's session: a kept world directory holds its world's protocol, every line typed."""
+"""The parent's session, end to end: a config that cannot be planned fails alone, several worlds
+run at once with progress lines, pytest never waits for a record that cannot come, and a kept
+world directory holds its world's protocol, every line typed."""
 
 from __future__ import annotations
 
 from pathlib import Path
+
+import pytest
 
 from cpci.runner.wire.journal import JournalReader
 from cpci.runner.wire.protocol import (
@@ -18,7 +22,7 @@ from cpci.runner.wire.protocol import (
     parse_feed_message,
     parse_journal_event,
 )
-from tests.runner.helpers import run_pytest
+from tests.runner.helpers import by_nodeid, results, run_pytest, worlds_started
 
 SUITE = """
 import pytest
@@ -77,3 +81,122 @@ def test_kept_worlds_hold_plan_feed_journals_agreed_records_and_exits(tmp_path: 
 def test_without_keep_worlds_the_run_leaves_nothing_behind(tmp_path: Path) -> None:
     (tmp_path / "test_gone.py").write_text(SUITE)
     assert _run(tmp_path, "") == []
+
+
+def test_a_config_that_cannot_be_planned_fails_alone(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+        @pytest.mark.cpci(world_size=0)
+        def test_bad_world(cpci_dist):
+            pass
+        @pytest.mark.cpci(world_size=2, colour="red")
+        def test_bad_argument(cpci_dist):
+            pass
+        @pytest.mark.cpci(world_size=2)
+        def test_good(cpci_dist):
+            pass
+        def test_fixture_outside_a_world(cpci_dist):
+            pass
+        """
+    )
+    result = pytester.runpytest_subprocess("-rA")
+    result.assert_outcomes(passed=1, errors=3)
+    result.stdout.fnmatch_lines(
+        [
+            "*cpci_dist needs @pytest.mark.cpci(world_size=N) on the test*",
+            "*cpci marker needs world_size=<int >= 1>, got 0*",
+            "*cpci marker of test_bad_argument got unknown argument(s) [[]'colour'[]]*",
+        ]
+    )
+
+
+def test_several_worlds_at_once_with_progress_lines(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import time
+        import pytest
+        import torch.distributed as dist
+        @pytest.mark.cpci(world_size=1)
+        @pytest.mark.parametrize("i", range(3))
+        def test_alone(i, cpci_dist):
+            # Work that outlasts several progress intervals, so the line is due while worlds run.
+            time.sleep(1.0)
+            assert dist.get_world_size() == 1
+        """
+    )
+    result = pytester.runpytest_subprocess(
+        "--cpci-workers=2", "--cpci-batch-size=1", "--cpci-progress-interval=0.1"
+    )
+    result.assert_outcomes(passed=3)
+    assert worlds_started(result.stdout.str()) == 3
+    result.stdout.fnmatch_lines(
+        ["cpci: */3 configs done, 0 failed, * left, elapsed *, ETA *, [12] world(s) running"]
+    )
+
+
+#: A parent-side conftest: receiving every record of `test_c` fails, as a scheduler error would
+#: (the in-process scheduler tests script the other ways, `tests/runner/parent/test_scheduler.py`).
+FAILING_RECEIVE = """
+import os
+
+from cpci.runner.parent.session import ParentSession
+
+receive = ParentSession._receive
+
+
+def failing_receive(self, sent):
+    if sent.spec.nodeid.endswith("test_c"):
+        raise OSError("the results file could not be written")
+    receive(self, sent)
+
+
+ParentSession._receive = failing_receive
+"""
+
+ERROR_SUITE = """
+import pytest
+
+@pytest.mark.cpci(world_size=2)
+def test_a(cpci_dist):
+    pass
+
+@pytest.mark.cpci(world_size=2)
+def test_b(cpci_dist):
+    assert False, "a real failure"
+
+@pytest.mark.cpci(world_size=2)
+def test_c(cpci_dist):
+    pass
+
+@pytest.mark.cpci(world_size=2)
+def test_d(cpci_dist):
+    pass
+"""
+
+
+def test_pytest_never_waits_for_a_record_that_cannot_be_received(
+    pytester: pytest.Pytester,
+) -> None:
+    """Even the `not_run` record of `test_c` cannot be received: the thread settling it ends,
+    and pytest reports what it did not get instead of waiting for ever."""
+    pytester.makeconftest(FAILING_RECEIVE)
+    pytester.makepyfile(test_error=ERROR_SUITE)
+    result = pytester.runpytest_subprocess(
+        "--cpci-results=r.jsonl", "--cpci-max-respawns=0", timeout=300
+    )
+    result.assert_outcomes(passed=1, failed=1, errors=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*_ ERROR at setup of test_c _*",
+            "not run: cpci's scheduler stopped before this config had a record (OSError: the "
+            "results file could not be written)",
+            "*_ ERROR at setup of test_d _*",
+            "not run: cpci's scheduler stopped before this config had a record*",
+        ]
+    )
+    records = by_nodeid(results(pytester.path / "r.jsonl"))
+    assert [records[f"test_error.py::test_{n}"]["outcome"] for n in "cd"] == ["not_run"] * 2
+    assert (
+        "OSError: the results file" in records["test_error.py::test_c"]["rank_errors"][0]["detail"]
+    )
