@@ -167,6 +167,7 @@ class ScriptedWorld:
             step = self._script.step(spec)
             if step == "hang":  # until killed: then its ranks are gone, as a crash
                 self.hanging.set()
+                self._script.changed()
                 self.killed.wait(60)
                 step = "crashed"
             if step in ("crashed", "timeout"):
@@ -220,6 +221,7 @@ class Scripted:
         self.worlds: list[ScriptedWorld] = []
         self.refused: list[str] = []  # the names of the worlds whose start raised
         self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
 
     def __call__(self, name: str, group: Group, take: Take, env: dict[str, str]) -> ScriptedWorld:
         with self._lock:
@@ -229,7 +231,19 @@ class Scripted:
                 raise OSError(f"{name} could not be started")
             world = ScriptedWorld(self, number, name, group, take, env)
             self.worlds.append(world)
+            self._changed.notify_all()
             return world
+
+    def changed(self) -> None:
+        """Wake every `wait_until`: a world started, or is hanging."""
+        with self._changed:
+            self._changed.notify_all()
+
+    def wait_until(self, done: Callable[[], bool], what: str, timeout_s: float = 10) -> None:
+        """Block until `done()` holds, checking it whenever a world starts or hangs; fail naming
+        `what` after `timeout_s`."""
+        with self._changed:
+            assert self._changed.wait_for(done, timeout_s), what
 
     def step(self, spec: ConfigSpec) -> Step:
         with self._lock:
@@ -248,8 +262,12 @@ def schedule(
     reruns: int = 0,
     isolate: bool = False,
     slots: Slots | None = None,
+    policy: RerunPolicy | None = None,
+    stats: RunStats | None = None,
 ) -> tuple[list[AttemptRecord], RunStats, Scheduler]:
-    """Run `groups` through a scheduler of scripted worlds to the end; every record it sent."""
+    """Run `groups` through a scheduler of scripted worlds to the end; every record it sent.
+    `policy` (else one of `reruns` and `isolate`) and `stats` may be the caller's (an arrival
+    budget reads the stats it is given)."""
     sent: list[AttemptRecord] = []
     lock = threading.Lock()
 
@@ -259,7 +277,7 @@ def schedule(
         with lock:
             sent.append(record)
 
-    stats = RunStats()
+    stats = RunStats() if stats is None else stats
     stats.planned(sum(len(g.configs) for g in groups))
     scheduler = Scheduler(
         groups,
@@ -268,7 +286,7 @@ def schedule(
         workers=workers,
         world_cap=world_cap,
         max_respawns=max_respawns,
-        policy=RerunPolicy(reruns=reruns, isolate=isolate),
+        policy=policy or RerunPolicy(reruns=reruns, isolate=isolate),
         sink=receive,
         stats=stats,
     )

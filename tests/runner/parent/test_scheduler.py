@@ -12,7 +12,6 @@ side of these is proven end to end in `test_faults.py`, `test_pool.py`, `test_re
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 
 import pytest
@@ -287,18 +286,33 @@ def test_several_workers_share_a_queue_and_start_no_world_for_nothing() -> None:
     assert sorted(r.spec.nodeid[6:] for r in sent) == sorted(names)  # each once
 
 
+class AskedSlots(Slots):
+    """CPU slots that say when a second world has asked for its devices (the first world's
+    thread cannot ask again before its world ends)."""
+
+    def __init__(self, cores: int) -> None:
+        super().__init__([], cores)
+        self.second_ask = threading.Event()
+        self._asks = 0
+        self._asks_lock = threading.Lock()
+
+    def acquire(self, world_size: int) -> tuple[dict[str, str], Callable[[], None]]:
+        with self._asks_lock:
+            self._asks += 1
+            if self._asks == 2:
+                self.second_ask.set()
+        return super().acquire(world_size)
+
+
 def test_a_worker_that_finds_the_queue_empty_once_it_has_devices_starts_no_world() -> None:
-    # The first world holds the only core until the second worker waits for it; by the time that
+    # The first world holds the only core until the second worker asks for it; by the time that
     # worker gets the core, the first world has taken the whole queue.
-    slots = Slots([], cores=1)
+    slots = AskedSlots(cores=1)
 
-    def second_worker_waits() -> None:
-        deadline = time.monotonic() + 10
-        while slots.waiting == 0:
-            assert time.monotonic() < deadline, "the second worker never asked for the core"
-            time.sleep(0.001)
+    def second_worker_asks() -> None:
+        assert slots.second_ask.wait(10), "the second worker never asked for the core"
 
-    script = Scripted(before={"s0": second_worker_waits})
+    script = Scripted(before={"s0": second_worker_asks})
     sent, _, _ = schedule(
         [group("s0", "s1", "s2", "s3", "s4", world_size=1)], script, workers=2, slots=slots
     )
@@ -325,18 +339,11 @@ def _scheduler(
     return scheduler, sent
 
 
-def _until(done: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + 10
-    while not done():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.005)
-
-
 def test_stop_kills_the_worlds_still_running_and_starts_no_other() -> None:
     script = Scripted({"hangs": ["hang"]})
     scheduler, sent = _scheduler(script, group("first", "hangs", "never"))
     scheduler.start()
-    _until(lambda: bool(script.worlds) and script.worlds[0].hanging.is_set(), "nothing hung")
+    script.wait_until(lambda: bool(script.worlds) and script.worlds[0].hanging.is_set(), "no hang")
     scheduler.stop(grace_s=0.0)
     assert scheduler.finished()
     assert script.worlds[0].killed.is_set()
@@ -351,7 +358,9 @@ def test_a_rerun_killed_as_the_session_ends_is_no_attempt() -> None:
     script = Scripted({"x": ["failed", "hang"]})
     scheduler, sent = _scheduler(script, group("x"), reruns=2)
     scheduler.start()
-    _until(lambda: len(script.worlds) == 2 and script.worlds[1].hanging.is_set(), "no rerun hung")
+    script.wait_until(
+        lambda: len(script.worlds) == 2 and script.worlds[1].hanging.is_set(), "no rerun hung"
+    )
     scheduler.stop(grace_s=0.0)
     assert attempts_of(sent) == {"x": [(1, "failed", False), (1, "failed", True)]}
     assert sent[-1].note == "reruns stopped after attempt 1: the session is ending"
@@ -364,7 +373,9 @@ def test_a_world_goes_first_to_the_group_with_the_fewest_live_worlds() -> None:
     names = [f"a{i}" for i in range(6)]
 
     def group_1_started() -> None:
-        _until(lambda: any(w.group.index == 1 for w in script.worlds), "group 1 never started")
+        script.wait_until(
+            lambda: any(w.group.index == 1 for w in script.worlds), "group 1 never started"
+        )
 
     script.before.update(dict.fromkeys(names, group_1_started))
     groups = [group(*names, world_size=1), group("b0", index=1, world_size=1)]
