@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from sqlmodel import Session, col, delete, select
 
 from cpci.server.core.errors import Conflict
-from cpci.server.crud.common import chunks, insert_missing
+from cpci.server.crud.common import chunks, fetch_rows, insert_missing
 from cpci.server.models import CommitParent
 
 
@@ -75,18 +75,42 @@ def _stored_parents(
     return found
 
 
+#: Each start's first-parent ancestors, nearest first, walked in the database: one recursive
+#: query for every start and every step (`n`, the distance from the start, bounds the walk, so a
+#: cycle of links ends at `depth` like any chain; `ancestor_chains` cuts it at the first repeat).
+_ANCESTORS = """
+WITH RECURSIVE walk(start, n, c) AS (
+    SELECT "commit", 1, parent FROM commit_parent
+    WHERE repository_id = ? AND "commit" IN ({starts})
+  UNION ALL
+    SELECT walk.start, walk.n + 1, p.parent FROM walk
+    JOIN commit_parent p ON p.repository_id = ? AND p."commit" = walk.c
+    WHERE walk.n < ?
+)
+SELECT start, c FROM walk ORDER BY start, n
+"""
+
+
+def ancestor_chains(
+    *, session: Session, repo_id: int, commits: Sequence[str], depth: int
+) -> dict[str, list[str]]:
+    """Up to `depth` first-parent ancestors of each of `commits`, nearest first, in one query
+    (a commit with no recorded parent maps to an empty list)."""
+    starts = list(dict.fromkeys(commits))
+    chains: dict[str, list[str]] = {c: [] for c in starts}
+    if not starts or depth < 1:
+        return chains
+    sql = _ANCESTORS.format(starts=", ".join("?" * len(starts)))
+    cut: set[str] = set()
+    for start, parent in fetch_rows(session, sql, repo_id, *starts, repo_id, depth):
+        chain = chains[start]
+        if start in cut or parent in chain or parent == start:
+            cut.add(start)  # a cycle of links: the chain ends before it repeats
+            continue
+        chain.append(parent)
+    return chains
+
+
 def ancestors(*, session: Session, repo_id: int, commit: str, depth: int) -> list[str]:
     """Up to `depth` first-parent ancestors of `commit`, nearest first."""
-    chain: list[str] = []
-    current = commit
-    while len(chain) < depth:
-        parent = session.exec(
-            select(CommitParent.parent).where(
-                CommitParent.repository_id == repo_id, CommitParent.commit == current
-            )
-        ).first()
-        if parent is None or parent in chain:
-            break
-        chain.append(parent)
-        current = parent
-    return chain
+    return ancestor_chains(session=session, repo_id=repo_id, commits=[commit], depth=depth)[commit]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from sqlmodel import Session
 
 from cpci.server.analysis.observations import Observation
-from cpci.server.crud.commits import ancestors
+from cpci.server.crud.commits import ancestor_chains
 from cpci.server.crud.common import fetch_rows
 from cpci.server.crud.history import observations
 from cpci.urls import Links
@@ -21,7 +21,8 @@ TIP_CANDIDATES = 20
 
 
 def branch_chain(*, session: Session, repo_id: int, branch: str, depth: int) -> list[str]:
-    """Up to `depth` + 1 commits of `branch`'s first-parent chain, tip first (empty: no runs)."""
+    """Up to `depth` + 1 commits of `branch`'s first-parent chain, tip first (empty: no runs):
+    two queries, the recent runs' commits and all their chains at once."""
     rows = fetch_rows(
         session,
         'SELECT "commit" FROM run WHERE repository_id = ? AND branch = ? '
@@ -33,13 +34,11 @@ def branch_chain(*, session: Session, repo_id: int, branch: str, depth: int) -> 
     recent = list(dict.fromkeys(str(r[0]) for r in rows))
     if not recent:
         return []
-    chain = [recent[0], *ancestors(session=session, repo_id=repo_id, commit=recent[0], depth=depth)]
+    below = ancestor_chains(session=session, repo_id=repo_id, commits=recent, depth=depth)
+    chain = [recent[0], *below[recent[0]]]
     for commit in recent[1:]:
-        if commit in chain:
-            continue
-        below = ancestors(session=session, repo_id=repo_id, commit=commit, depth=depth)
-        if chain[0] in below:
-            chain = [commit, *below]
+        if commit not in chain and chain[0] in below[commit]:
+            chain = [commit, *below[commit]]
     return chain[: depth + 1]
 
 

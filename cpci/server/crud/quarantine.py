@@ -75,7 +75,7 @@ def _already(key: str, held: Quarantine | None) -> Conflict:
     since = f" by {held.added_by} since {held.added_at:%Y-%m-%d %H:%M} UTC" if held else ""
     return Conflict(
         f"{key} is quarantined already{since}: release it first "
-        "(`cpci quarantine release`) to quarantine it again with another reason"
+        "(`cpci quarantine remove OWNER/REPO CONFIG`) to quarantine it again with another reason"
     )
 
 

@@ -7,6 +7,7 @@ is judged by: an upload token of scope `branch`, or an OIDC token from a branch 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
@@ -69,17 +70,22 @@ def add(
     policies: PoliciesDep,
     links: LinksDep,
 ) -> QuarantineEntry:
-    repository = _writable(owner, repo, credential, session, "quarantining a config")
-    assert repository.id is not None
-    held = add_quarantine(
-        session=session,
-        repo_id=repository.id,
-        key=body.config,
-        reason=body.reason,
-        by=credential.subject,
+    return _write(
+        owner,
+        repo,
+        credential,
+        session,
+        policies,
+        links,
+        "quarantining a config",
+        lambda repo_id: add_quarantine(
+            session=session,
+            repo_id=repo_id,
+            key=body.config,
+            reason=body.reason,
+            by=credential.subject,
+        ),
     )
-    session.commit()
-    return _entry(session, repository, held, policies, links)
 
 
 @router.post(
@@ -96,35 +102,43 @@ def release(
     policies: PoliciesDep,
     links: LinksDep,
 ) -> QuarantineEntry:
-    repository = _writable(owner, repo, credential, session, "releasing a quarantine")
-    assert repository.id is not None
-    held = release_quarantine(
-        session=session,
-        repo_id=repository.id,
-        key=body.config,
-        by=credential.subject,
-        note=body.reason,
+    return _write(
+        owner,
+        repo,
+        credential,
+        session,
+        policies,
+        links,
+        "releasing a quarantine",
+        lambda repo_id: release_quarantine(
+            session=session,
+            repo_id=repo_id,
+            key=body.config,
+            by=credential.subject,
+            note=body.reason,
+        ),
     )
-    session.commit()
-    return _entry(session, repository, held, policies, links)
 
 
-def _writable(
-    owner: str, repo: str, credential: Credential, session: SessionDep, doing: str
-) -> Repository:
+def _write(
+    owner: str,
+    repo: str,
+    credential: Credential,
+    session: SessionDep,
+    policies: PoliciesDep,
+    links: LinksDep,
+    doing: str,
+    change: Callable[[int], Quarantine],
+) -> QuarantineEntry:
+    """One quarantine write: the caller's branch rights on OWNER/REPO, `change` on the
+    repository's id, the commit, and the entry as the list shows it."""
     name = f"{owner}/{repo}"
     credential.require(name)
     require_branch_rights(credential, doing, HINT)
-    return session.get_one(Repository, ensure_repository(session=session, name=name))
-
-
-def _entry(
-    session: SessionDep,
-    repository: Repository,
-    held: Quarantine,
-    policies: PoliciesDep,
-    links: LinksDep,
-) -> QuarantineEntry:
+    repository = session.get_one(Repository, ensure_repository(session=session, name=name))
+    assert repository.id is not None
+    held = change(repository.id)
+    session.commit()
     branch = policies.pull_report.trusted.default_branch(repository.default_branch)
     return quarantine_entry(
         session=session,
