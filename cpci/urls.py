@@ -140,7 +140,7 @@ def api_quarantines(repository: str) -> str:
 
 
 def api_quarantine_release(repository: str) -> str:
-    """POST a config to end its quarantine (`cpci quarantine release`)."""
+    """POST a config to end its quarantine (`cpci quarantine remove`)."""
     return f"{api_quarantines(repository)}/release"
 
 

@@ -14,10 +14,12 @@ from cpci import __version__
 from cpci.cli import (
     action,
     consistency,
+    culprit,
     db,
     demo,
     fork_pull,
     loss_compare,
+    quarantine,
     serve,
     test_suite,
     token,
@@ -34,6 +36,8 @@ COMMANDS = (
     consistency,
     action,
     fork_pull,
+    quarantine,
+    culprit,
     demo,
 )
 

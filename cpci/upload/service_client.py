@@ -23,9 +23,13 @@ from cpci.schema import (
     EvidenceSummary,
     ParentLink,
     PullRequestReport,
+    QuarantineEntry,
+    QuarantineList,
+    QuarantineRequest,
     RunEnvelope,
     UploadReceipt,
 )
+from cpci.schema.culprit import CulpritRange
 from cpci.upload.errors import UploadFailed
 from cpci.upload.retry import ONCE, Backoff
 
@@ -95,6 +99,30 @@ class ServiceClient:
         reruns and new configs' runs by (the Action fetches it once per job, with the durations)."""
         response = self._request("GET", urls.api_evidence(repository, branch))
         return _read(EvidenceSummary, response)
+
+    def quarantines(self, repository: str, *, released: bool = False) -> QuarantineList:
+        """The quarantined configs (with `released`, the ended ones too), each with who, why,
+        since when and the straight passes its release still needs."""
+        path = urls.api_quarantines(repository) + ("?released=true" if released else "")
+        return _read(QuarantineList, self._request("GET", path))
+
+    def quarantine(self, repository: str, config: str, reason: str) -> QuarantineEntry:
+        """Quarantine `config` (needs a branch-scoped credential; a 409 when it is already)."""
+        return self._quarantine_write(urls.api_quarantines(repository), config, reason)
+
+    def release_quarantine(self, repository: str, config: str, note: str) -> QuarantineEntry:
+        """End `config`'s quarantine by hand (a 404 when it is not quarantined)."""
+        return self._quarantine_write(urls.api_quarantine_release(repository), config, note)
+
+    def culprit(self, repository: str, config: str, branch: str | None = None) -> CulpritRange:
+        """Where `config` broke on a trusted branch (`cpci.culprit/1`): what a bisection runs."""
+        path = urls.api_culprit(repository, config, branch)
+        return _read(CulpritRange, self._request("GET", path))
+
+    def _quarantine_write(self, path: str, config: str, reason: str) -> QuarantineEntry:
+        body = QuarantineRequest(config=config, reason=reason).model_dump_json()
+        headers = {"Content-Type": "application/json"}
+        return _read(QuarantineEntry, self._request("POST", path, content=body, headers=headers))
 
     def _request(
         self,

@@ -158,7 +158,10 @@ def _weigh_quarantines(
         log.exception("could not weigh the quarantines of %s after a run", envelope.repository)
         return
     for done in released:
-        log.info("released the quarantine of %s in %s by its evidence", done.config, repo.name)
+        # The session is closed: `repo`'s attributes expired with its commit.
+        log.info(
+            "released the quarantine of %s in %s by its evidence", done.config, envelope.repository
+        )
 
 
 def _receipt(session: Session, envelope: RunEnvelope, done: Ingested) -> UploadReceipt:
