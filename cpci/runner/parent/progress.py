@@ -45,6 +45,12 @@ class RunStats:
     flaky: list[str] = field(default_factory=list)
     not_run: list[str] = field(default_factory=list)  # never began: red, but not the code's fault
     order_dependent: list[str] = field(default_factory=list)
+    #: What an order-dependent config's bisection found ("fails after X; found in ...").
+    polluters: dict[str, str] = field(default_factory=dict)
+    #: Failures the chance test decided, with the attempts it took: (node id, attempts).
+    decided_after: list[tuple[str, int]] = field(default_factory=list)
+    arrived: list[str] = field(default_factory=list)  # new configs given arrival runs
+    flaky_on_arrival: list[str] = field(default_factory=list)  # a pass and a failure among them
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def planned(self, total: int) -> None:
@@ -87,13 +93,31 @@ class RunStats:
             elif first and kind == "timeout":
                 self.timed_out.append(nodeid)
 
+    def configs_s(self) -> float:
+        """Every attempt's time so far (what new configs' arrival runs are a share of)."""
+        with self._lock:
+            return self.test_s
+
     def rerun_settled(self, result: ResultRecord) -> None:
-        """A config's reruns settled it: order-dependent and flaky ones are listed."""
+        """A config's reruns (or arrival runs) settled it: order-dependent, flaky and flaky on
+        arrival ones are listed, with what bisecting an order-dependent one's predecessors
+        found."""
         with self._lock:
             if result.isolation == "order-dependent":
                 self.order_dependent.append(result.nodeid)
+                if result.order_dependence is not None:
+                    self.polluters[result.nodeid] = result.order_dependence.text()
             elif result.flaky:
                 self.flaky.append(result.nodeid)
+            if result.arrival:
+                self.arrived.append(result.nodeid)
+                if result.outcome in FAILING_OUTCOMES:
+                    self.flaky_on_arrival.append(result.nodeid)
+
+    def decided(self, nodeid: str, attempts: int) -> None:
+        """The chance test decided the config's failure after `attempts`: no more reruns."""
+        with self._lock:
+            self.decided_after.append((nodeid, attempts))
 
     def settled(self, nodeid: str, outcome: str) -> None:
         """The config's final record is known: it is done (counted failed, or not run)."""
@@ -158,7 +182,24 @@ class RunStats:
             ):
                 if nodeids:
                     lines.append(f"{len(nodeids)} {label}:")
-                    lines.extend(f"  {n}" for n in nodeids)
+                    lines.extend(
+                        f"  {n}: {self.polluters[n]}" if n in self.polluters else f"  {n}"
+                        for n in nodeids
+                    )
+            if self.decided_after:
+                lines.append(
+                    f"{len(self.decided_after)} failure(s) decided by their base-branch evidence "
+                    "(no flake fails so: not rerun further):"
+                )
+                lines.extend(f"  {n}: decided after {k} attempt(s)" for n, k in self.decided_after)
+            if self.arrived:
+                foa = self.flaky_on_arrival
+                lines.append(
+                    f"{len(self.arrived)} new config(s) run again alone (--cpci-new-config-runs), "
+                    f"{len(foa)} FLAKY ON ARRIVAL (passed, then failed an arrival run)"
+                    + (":" if foa else "")
+                )
+                lines.extend(f"  {n}" for n in foa)
             return lines
 
 

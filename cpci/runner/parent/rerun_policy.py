@@ -84,11 +84,19 @@ class RerunPolicy:
         test_file = record.nodeid.split("::", 1)[0]
         return self.evidence.arrival_runs(record.config_key, test_file, self.new_config_runs)
 
-    def settled_at_once(self, record: ResultRecord) -> ResultRecord:
-        """A failure that is not rerun, with why (`stop_reason`) where reruns were allowed."""
+    def why_new(self, record: ResultRecord) -> str:
+        """Why a config gets arrival runs, in the words its records keep."""
+        entry = self.evidence.entry(record.config_key)
+        if self.evidence.summary is not None and (entry is None or not entry.record.trials):
+            return "no history on the base branch"
+        return "its test file changed (--cpci-changed-files)"
+
+    def stop_at_once(self, record: ResultRecord) -> RerunDecision | None:
+        """Why a first attempt that is not rerun stops there: the decision, for a failure when
+        reruns were allowed (None otherwise: nothing was weighed)."""
         if record.outcome not in RERUN_OUTCOMES or self.reruns == 0:
-            return record
-        return record.model_copy(update={"stop_reason": self.decide([record]).why})
+            return None
+        return self.decide([record])
 
     def wants_rerun(self, record: ResultRecord, shared: bool) -> bool:
         """Whether this attempt (in a shared world or alone) is followed by more runs: a

@@ -16,10 +16,11 @@ worlds the group gives up and its queued configs are `not_run` with the reason
 world the same way: the records already sent stand, and only what it took without a record goes
 back to the queue (or is `not_run`, once the group gives up).
 
-A config that failed is then rerun or isolated as `cpci.runner.parent.attempts` says, each attempt
-in a fresh world of its own with a fixed list of configs; reruns are taken once no queue has
-configs. Every attempt goes out through the outbox (`cpci.runner.parent.outbox`), which lets
-nothing of a config pass after its final record.
+A config that failed is then rerun, isolated and its polluter bisected, and a passing new config
+given its arrival runs, as `cpci.runner.parent.attempts` says, each attempt in a fresh world of its
+own with a fixed list of configs; these are taken once no queue has configs. Every attempt goes out
+through the outbox (`cpci.runner.parent.outbox`), which lets nothing of a config pass after its
+final record.
 
 Worlds are started through the `StartWorld` the scheduler is given
 (`cpci.runner.parent.world`): the session's launches them, a test scripts them.
@@ -328,8 +329,14 @@ class Scheduler:
     def _settled(self, group: Group, ran: Attempt, first_pass: bool) -> Attempt:
         """Send a first-pass result at once: final, unless it is to be rerun."""
         if first_pass:
-            rerun = self._policy.wants_rerun(ran.record.result, ran.shared)
-            self._outbox.send(replace(ran.record, final=not rerun))
+            result = ran.record.result
+            rerun = self._policy.wants_rerun(result, ran.shared)
+            stop = None if rerun else self._policy.stop_at_once(result)
+            if stop is not None:  # a failure whose first attempt settles it: say why
+                result = result.model_copy(update={"stop_reason": stop.why})
+            self._outbox.send(replace(ran.record, result=result, final=not rerun))
+            if stop is not None and stop.kind == "decided":
+                self._stats.decided(result.nodeid, 1)
             if rerun:
                 with self._lock:
                     self._reruns.append(_Rerun(group, ran))
@@ -391,11 +398,14 @@ class Scheduler:
             return self._run_alone(group, specs, attempt).get(spec.nodeid)
 
         try:
-            final = settle(first, self._policy, run, self._outbox.send)
+            settled = settle(first, self._policy, run, self._outbox.send)
         except Exception as exc:  # never leave pytest waiting for a result that cannot come
             self._give_up(group, [self._index[spec.nodeid]], f"cpci scheduler error: {exc!r}")
             return
+        final = settled.record
         self._stats.rerun_settled(final.result)
+        if settled.decided:
+            self._stats.decided(spec.nodeid, final.result.attempt)
         self._outbox.send(final)
 
     def _run_alone(

@@ -3,7 +3,8 @@
 `ParentSession` is what the hooks in `cpci.runner.plugin` call. It plans with `plan_session`
 (`cpci.runner.parent.session_plan`), balancing shards by the session's `Durations`; starts the
 launcher (early, beside collection, where the pytest process will not be fit to fork) and the
-scheduler; receives every attempt record the scheduler sends (the results line at once, the
+scheduler, with the rerun policy its evidence (`RunEvidence`, read once beside the durations)
+decides by; receives every attempt record the scheduler sends (the results line at once, the
 final one kept for pytest); and reports each config when pytest reaches its item, printing
 progress while it waits.
 """
@@ -25,11 +26,12 @@ from cpci.runner.launch.preload_targets import early_targets
 from cpci.runner.parent import sharding
 from cpci.runner.parent.attempt_records import AttemptRecord, Where, of_not_run, skipped_record
 from cpci.runner.parent.durations import Durations
+from cpci.runner.parent.evidence import SUFFIX, RunEvidence
 from cpci.runner.parent.launched_world import world_starter
 from cpci.runner.parent.planning import ConfigSpec
 from cpci.runner.parent.progress import RunStats
 from cpci.runner.parent.pytest_reports import item_reports, skipped_reports, synthesized
-from cpci.runner.parent.rerun_policy import RerunPolicy
+from cpci.runner.parent.rerun_policy import ArrivalBudget, RerunPolicy
 from cpci.runner.parent.results_file import ResultsFile
 from cpci.runner.parent.scheduler import Scheduler
 from cpci.runner.parent.session_plan import SessionPlan, plan_session
@@ -49,7 +51,11 @@ class ParentSession:
     def __init__(self, config: pytest.Config, settings: RunnerSettings) -> None:
         self.config = config
         self.settings = settings
-        self.durations = Durations.load(settings.durations, getattr(config, "cache", None))
+        cache: pytest.Cache | None = getattr(config, "cache", None)
+        self.durations = Durations.load(settings.durations, cache)
+        self.evidence = RunEvidence.load(
+            settings.evidence, _evidence_kept_at(settings, cache), settings.changed_files
+        )
         self.plan = SessionPlan()
         self.stats = RunStats()
         self._results = ResultsFile(settings.results) if settings.results else None
@@ -120,12 +126,25 @@ class ParentSession:
             workers=self.settings.workers,
             world_cap=self.settings.world_cap,
             max_respawns=self.settings.max_respawns,
-            policy=RerunPolicy(reruns=self.settings.reruns, isolate=self.settings.isolate_failures),
+            policy=self._rerun_policy(),
             sink=self._receive,
             stats=self.stats,
             ended=self._wake,
         )
         self._scheduler.start()
+
+    def _rerun_policy(self) -> RerunPolicy:
+        settings = self.settings
+        budget = ArrivalBudget(settings.new_config_share, self.stats.configs_s)
+        return RerunPolicy(
+            reruns=settings.reruns,
+            isolate=settings.isolate_failures,
+            mode=settings.reruns_policy,
+            evidence=self.evidence,
+            new_config_runs=settings.new_config_runs,
+            arrival_budget=budget,
+            bisect_time=settings.bisect_time,
+        )
 
     def _receive(self, sent: AttemptRecord) -> None:
         """An attempt the scheduler sent: its results line now, and a final one for pytest."""
@@ -222,6 +241,8 @@ class ParentSession:
 
     def summary_lines(self) -> list[str]:
         lines = self.stats.summary_lines() if self._scheduler is not None else []
+        if self._scheduler is not None and (said := self.evidence.describe()):
+            lines.append(said)
         if self._scheduler is not None and self.launcher is not None:
             lines.append(self.launcher.describe())
         if self._results is not None:
@@ -240,3 +261,11 @@ class ParentSession:
             self.durations.save()
         if self._run_dir is not None and not self.settings.keep_worlds:
             shutil.rmtree(self._run_dir, ignore_errors=True)
+
+
+def _evidence_kept_at(settings: RunnerSettings, cache: pytest.Cache | None) -> Path | None:
+    """Where a fetched evidence summary is kept: beside the results file, else in pytest's
+    cache dir (None: neither, so it is not kept)."""
+    if settings.results is not None:
+        return Path(str(settings.results) + SUFFIX)
+    return cache.mkdir("cpci") / "evidence.json" if cache is not None else None

@@ -1,10 +1,13 @@
-"""--cpci-reruns: failed configs are rerun alone, every attempt is recorded, k of k stays failed."""
+"""--cpci-reruns: failed configs are rerun alone, every attempt is recorded, k of k stays failed;
+with --cpci-evidence, adaptive reruns stop where the base branch's record decides a failure, and
+--cpci-new-config-runs tries a new config before it lands."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+from cpci.schema import ConfigEvidence, EvidenceSummary, FlakeRecord
 from tests.runner.helpers import results, run_pytest, worlds_started
 
 #: Each `*_once` config fails on its first run only; the marker directory remembers the run.
@@ -131,7 +134,8 @@ def test_reruns_with_isolation_number_attempts_once_per_config(tmp_path: Path) -
         False,
     )
     assert order["rank_errors"][0]["message"] == (
-        "order-dependent: passes alone, fails after test_iso.py::test_a_pollutes"
+        "order-dependent: passes alone, fails after test_iso.py::test_a_pollutes; found in 1 "
+        "replay among 1 predecessors"
     )
     assert "polluted by an earlier config" in order["rank_errors"][1]["message"]
     broken = final["test_c_broken"]
@@ -140,7 +144,100 @@ def test_reruns_with_isolation_number_attempts_once_per_config(tmp_path: Path) -
     assert worlds_started(result.stdout.str()) == 5  # shared, then 2 for b and 2 for c
     result.stdout.fnmatch_lines(
         [
-            "*ORDER-DEPENDENT: passes alone, fails after test_iso.py::test_a_pollutes*",
+            "*ORDER-DEPENDENT: passes alone, fails after test_iso.py::test_a_pollutes; found in 1*",
             "FAILED *test_b_order_dependent - order-dependent: passes alone*",
+        ]
+    )
+
+
+#: `stable` has passed 200 times on the base branch: its failure is decided at once. `known_flaky`
+#: failed 10 of 40 times there: its failure is rerun (and passes). `arriving` is new there: it
+#: passes, then fails its second run, alone (flaky on arrival).
+ADAPTIVE = """
+import os
+import time
+import pytest
+import torch.distributed as dist
+
+def runs(name, cpci_dist):
+    marks = os.path.join(os.environ["MARKS"], name)
+    seen = len(os.listdir(marks)) if os.path.isdir(marks) else 0
+    dist.barrier()  # every rank has counted before rank 0 marks this run
+    if cpci_dist.rank == 0:
+        os.makedirs(marks, exist_ok=True)
+        open(os.path.join(marks, str(seen)), "w").close()
+    return seen + 1
+
+@pytest.mark.cpci(world_size=2)
+def test_stable(cpci_dist):
+    time.sleep(0.5)  # the shard's time the arrival runs take a share of
+    assert False, "broken by this change"
+
+@pytest.mark.cpci(world_size=2)
+def test_known_flaky(cpci_dist):
+    assert runs("known_flaky", cpci_dist) > 1, "fails on its first run only"
+
+@pytest.mark.cpci(world_size=2)
+def test_arriving(cpci_dist):
+    assert runs("arriving", cpci_dist) != 2, "fails on its second run only"
+"""
+
+
+def test_adaptive_reruns_and_arrival_runs_follow_the_evidence_file(tmp_path: Path) -> None:
+    (tmp_path / "marks").mkdir()
+    (tmp_path / "test_ad.py").write_text(ADAPTIVE)
+    known = {
+        "test_stable": FlakeRecord(failures=0, trials=200),
+        "test_known_flaky": FlakeRecord(failures=10, trials=40),
+    }
+    summary = EvidenceSummary(
+        repository="acme/dist",
+        branch="main",
+        runs=40,
+        newest_commit="a" * 40,
+        threshold=0.2,
+        level=0.95,
+        configs={
+            f"test_ad.py::{name}@2": ConfigEvidence(record=record, runs=record.trials)
+            for name, record in known.items()
+        },
+    )
+    (tmp_path / "evidence.json").write_text(summary.model_dump_json(by_alias=True))
+    result = run_pytest(
+        tmp_path,
+        "--cpci-results=r.jsonl",
+        "--cpci-reruns=2",
+        "--cpci-reruns-policy=adaptive",
+        "--cpci-evidence=evidence.json",
+        "--cpci-new-config-runs=2",
+        env={"MARKS": str(tmp_path / "marks")},
+    )
+    assert result.parseoutcomes() == {"failed": 2, "flaky": 1}, result.stdout.str()
+    records = results(tmp_path / "r.jsonl")
+    assert _attempts(records) == {
+        "test_stable": [(1, "failed")],  # decided: no rerun spent on it
+        "test_known_flaky": [(1, "failed"), (2, "passed")],
+        "test_arriving": [(1, "passed"), (2, "failed")],  # its first arrival run fails: stop
+    }
+    final = _final(records)
+    assert final["test_stable"]["stop_reason"].startswith("decided after 1 attempt(s): failed 1/1;")
+    assert final["test_known_flaky"]["rerun_reason"].endswith(">= 1.0%: rerun 1 of at most 2")
+    arriving = [r for r in records if r["nodeid"].endswith("test_arriving")]
+    assert ["arrival" in r for r in arriving] == [False, True]
+    assert arriving[1]["rerun_reason"] == (
+        "new config (no history on the base branch): arrival run 1 of 2 (--cpci-new-config-runs)"
+    )
+    assert arriving[1]["rank_errors"][0]["message"] == (
+        "flaky on arrival: passed its first run, then failed arrival run 1 of 2, alone in a "
+        "fresh world"
+    )
+    assert worlds_started(result.stdout.str()) == 3  # shared, one rerun, one arrival run
+    result.stdout.fnmatch_lines(
+        [
+            "*1 failure(s) decided by their base-branch evidence*",
+            "*test_ad.py::test_stable: decided after 1 attempt(s)",
+            "*1 new config(s) run again alone (--cpci-new-config-runs), 1 FLAKY ON ARRIVAL*",
+            "*test_ad.py::test_arriving",
+            "*evidence: 2 config(s) from 40 run(s) of main (evidence.json)*",
         ]
     )

@@ -176,7 +176,8 @@ def test_isolation_with_reruns_numbers_attempts_once_per_config() -> None:
     final = {r.spec.nodeid[6:]: r.result for r in sent if r.final}
     assert (final["b_order"].isolation, final["b_order"].outcome) == ("order-dependent", "failed")
     assert final["b_order"].rank_errors[0].message == (
-        "order-dependent: passes alone, fails after t.py::a_pollutes"
+        "order-dependent: passes alone, fails after t.py::a_pollutes; found in 1 replay among 1 "
+        "predecessors"
     )
     assert final["c_broken"].isolation == "fails-alone"
     assert stats.order_dependent == ["t.py::b_order"]
