@@ -11,7 +11,7 @@ import pytest
 
 from cpci.github.gate import failing_configs, gate
 from cpci.schema import PullRequestReport
-from cpci.schema.verdicts import ATTENTION, BY_NAME, FAILING, VERDICTS, count_text, info
+from cpci.schema.verdicts import ATTENTION, BY_NAME, FAILING, GATING, VERDICTS, count_text, info
 from tests.builders import report, verdict
 
 
@@ -34,10 +34,18 @@ def test_every_section_is_a_field_of_the_report() -> None:
     assert [v.name for v in VERDICTS][: len(ATTENTION)] == list(ATTENTION)
 
 
-#: The policy, written out apart from the table it checks (docs/verdicts.md's table): only a
-#: new failure is the PR's to fix; these verdicts' configs fail at head.
-GATES = {"new_failure"}
-FAILS_AT_HEAD = {"new_failure", "no_baseline", "infra", "flaky", "broken_at_base"}
+#: The policy, written out apart from the table it checks (docs/verdicts.md's table): a new
+#: failure and a config flaky on its arrival runs (a flaky test being added) are the PR's to
+#: fix; these verdicts' configs fail at head. A quarantined config neither fails nor gates.
+GATES = {"new_failure", "flaky_on_arrival"}
+FAILS_AT_HEAD = {
+    "new_failure",
+    "flaky_on_arrival",
+    "no_baseline",
+    "infra",
+    "flaky",
+    "broken_at_base",
+}
 
 
 def test_the_gate_fails_exactly_on_the_gating_verdicts() -> None:
@@ -49,11 +57,15 @@ def test_the_gate_fails_exactly_on_the_gating_verdicts() -> None:
         sections: dict[str, Any] = {v.field: [verdict("x", v.name)]}
         one = report(**sections)
         assert (gate(one, None) == "failure") == (v.name in GATES), v.name
+        assert (gate(one, None, "any-failure") == "failure") == (v.name in FAILS_AT_HEAD), v.name
         assert failing_configs(one) == (1 if v.name in FAILS_AT_HEAD else 0), v.name
 
 
 def test_counts_read_in_the_tables_order() -> None:
     assert count_text({"flaky": 1, "new_failure": 2, "fixed": 3}) == "2 new failure(s), 1 flaky"
+    counted = {"flaky": 1, "flaky_on_arrival": 2, "new_failure": 3, "quarantined": 4}
+    assert count_text(counted) == "3 new failure(s), 2 flaky on arrival, 1 flaky"
+    assert count_text(counted, GATING) == "3 new failure(s), 2 flaky on arrival"
     assert {n for n, v in BY_NAME.items() if v.failing} == FAILING
     with pytest.raises(ValueError, match="unknown verdict 'red'"):
         info("red")

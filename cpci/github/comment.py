@@ -20,7 +20,7 @@ from cpci.github import markdown as md
 from cpci.github.client import COMMENT_LIMIT
 from cpci.github.consistency import ConsistencyResult, Finding
 from cpci.github.drift import FunctionDrift, FunctionRef
-from cpci.github.gate import FailOn, Gate, gate
+from cpci.github.gate import FailOn, Gate, gate, gating_text
 from cpci.schema import VERDICTS, ConfigVerdict, PullRequestReport, ShiftFinding
 from cpci.schema.verdicts import info
 
@@ -146,8 +146,9 @@ def _headline(
     if report.status == "pending":
         return f"## ⏳ cpci: waiting for shards ({report.shards.text}){rules}"
     icon = {"failure": "❌", "neutral": "⚠️", "success": "✅"}.get(verdict, "⏳")
-    if report.new_failures:
-        what = f"{report.total('new_failures'):,} {info('new_failure').label}(s)"
+    gating = gating_text(report)
+    if gating:
+        what = gating
     elif verdict == "failure" and not consistency_failed(consistency):
         what = "failures (none new)"
     elif verdict == "failure":
@@ -268,8 +269,33 @@ def _failure(item: ConfigVerdict, base: str) -> str:
         if item.evidence or item.reason.startswith("order")
         else ""
     )
-    head = f"{_name(item)} {md.text(item.head_outcome)}{where}{why}"
+    head = f"{_name(item)} {md.text(item.head_outcome)}{where}{why}{_decided(item)}"
     return f"{head}{message} · {_history(item, base)}"
+
+
+def _decided(item: ConfigVerdict) -> str:
+    """ " — decided after 2 attempts": the runner's chance test stopped its reruns there."""
+    k = item.decided_after
+    return f" — decided after {k} attempt{'s' if k != 1 else ''}" if k else ""
+
+
+def _arrival(item: ConfigVerdict, base: str) -> str:
+    """A config flaky on its arrival runs: the reason (k of n failed, why it gates), its error."""
+    message = f" — {md.code(item.message, 200)}" if item.message else ""
+    return f"{_name(item)} — {md.text(item.reason, 300)}{message} · {_history(item, base)}"
+
+
+def _quarantined(item: ConfigVerdict, base: str) -> str:
+    """A quarantined config: what it did at head, who quarantined it, why and since when."""
+    held = item.quarantine
+    would = info(item.would_be).label if item.would_be else md.text(item.head_outcome)
+    who = (
+        f" — quarantined by {md.text(held.by, 100)} since {held.since:%Y-%m-%d}: "
+        f"{md.text(held.reason, 200)}"
+        if held
+        else ""
+    )
+    return f"{_name(item)} {would}{who} · {_history(item, base)}"
 
 
 def _flaky(item: ConfigVerdict, base: str) -> str:
@@ -302,11 +328,13 @@ def _reason(item: ConfigVerdict, base: str) -> str:
 #: How each verdict's section lists a config.
 _LINES: dict[str, Callable[[ConfigVerdict, str], str]] = {
     "new_failure": _failure,
+    "flaky_on_arrival": _arrival,
     "broken_at_base": _failure,
     "flaky": _flaky,
     "infra": _infra,
     "fixed": _plain,
     "no_baseline": _reason,
+    "quarantined": _quarantined,
 }
 
 

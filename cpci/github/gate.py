@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Literal, get_args
 
 from cpci.github.consistency import ConsistencyResult
-from cpci.schema import VERDICTS, PullRequestReport
+from cpci.schema import GATING, VERDICTS, PullRequestReport
+from cpci.schema.verdicts import count_text
 
 FailOn = Literal["new-failures", "any-failure", "never"]
 FAIL_ON: tuple[FailOn, ...] = get_args(FailOn)
@@ -28,6 +29,15 @@ def failing_configs(report: PullRequestReport) -> int:
 def gating_configs(report: PullRequestReport) -> int:
     """Configs whose failure this PR is to blame for (what `new-failures` gates on)."""
     return sum(report.total(v.field) for v in VERDICTS if v.gates and v.field)
+
+
+def gating_text(report: PullRequestReport) -> str:
+    """ "2 new failure(s), 1 flaky on arrival": what `new-failures` gates on, counted in full
+    (a capped section's total), in the verdict table's order; "" when nothing gates."""
+    totals: dict[str, int] = {
+        v.name: report.total(v.field) for v in VERDICTS if v.gates and v.field
+    }
+    return count_text(totals, GATING)
 
 
 def gate(

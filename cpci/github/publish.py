@@ -16,10 +16,9 @@ from cpci.github.client import GitHubClient, StatusState
 from cpci.github.comment import MARKER, gate_recorded_in, storm_line
 from cpci.github.consistency import ConsistencyResult
 from cpci.github.errors import PermissionDenied
-from cpci.github.gate import FailOn, Gate, gate
+from cpci.github.gate import FailOn, Gate, gate, gating_text
 from cpci.github.models import Comment
 from cpci.schema import VERDICTS, PullRequestReport
-from cpci.schema.verdicts import info
 
 CommentMode = Literal["edit", "new-on-regression", "off"]
 COMMENT_MODES: tuple[CommentMode, ...] = get_args(CommentMode)
@@ -134,7 +133,7 @@ def _title_and_summary(
         title_storm = ""
     title = {
         "pending": f"waiting: {report.shards.text}",
-        "failure": f"{report.total('new_failures'):,} {info('new_failure').label}(s)",
+        "failure": gating_text(report) or "failures (none new)",
         "neutral": "no new failures; see known issues",
         "success": "all configs passed",
     }[verdict]

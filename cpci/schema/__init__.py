@@ -46,6 +46,7 @@ from cpci.schema.flakiness import (
 )
 from cpci.schema.messages import FIRST_LINE_MAX, first_line
 from cpci.schema.pull_report import (
+    ArrivalRuns,
     BaselineInfo,
     ConfigVerdict,
     PullRequestReport,
@@ -136,6 +137,7 @@ __all__ = [
     "VERDICTS",
     "Ancestry",
     "AncestryReceipt",
+    "ArrivalRuns",
     "BaselineInfo",
     "BatchInfo",
     "CommitSha",

@@ -16,7 +16,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from cpci.schema.evidence_summary import QuarantineState
 from cpci.schema.flakiness import FlakeTest, FlakinessAssessment
+from cpci.schema.results import OrderDependence
 from cpci.schema.runs import RunRef, ShardProgress
 from cpci.schema.verdicts import Verdict
 
@@ -29,6 +31,19 @@ class BaselineInfo(BaseModel):
     commits_behind: int | None = Field(description="0 when the base commit itself was used")
     run: RunRef | None
     note: str
+
+
+class ArrivalRuns(BaseModel):
+    """What a config's arrival runs at head showed (`--cpci-new-config-runs`): the extra runs,
+    each alone in a fresh world, of a config new to the base branch or whose test file the PR
+    changed. A failure among them and a pass at head is FLAKY ON ARRIVAL."""
+
+    failed: int = Field(ge=0, description="arrival runs that failed")
+    runs: int = Field(ge=1, description="arrival runs at head")
+
+    def text(self) -> str:
+        """ "1 of 2 arrival runs failed" """
+        return f"{self.failed} of {self.runs} arrival run{'s' if self.runs != 1 else ''} failed"
 
 
 class ConfigVerdict(BaseModel):
@@ -49,6 +64,25 @@ class ConfigVerdict(BaseModel):
         default=None, description="the regression-or-flake numbers, where flakiness was weighed"
     )
     leg: str = Field(default="", description="the CI matrix leg it ran on ('' when none)")
+    attempts: int = Field(default=1, ge=0, description="its attempts at head (reruns included)")
+    decided_after: int | None = Field(
+        default=None,
+        description="the attempt after which the runner's chance test decided the failure and "
+        "stopped its reruns (its `stop_reason`); null when the reruns stopped otherwise",
+    )
+    arrival: ArrivalRuns | None = Field(
+        default=None, description="its arrival runs at head; null when it had none"
+    )
+    order_dependence: OrderDependence | None = Field(
+        default=None, description="the polluter the runner's bisection found, where it ran one"
+    )
+    quarantine: QuarantineState | None = Field(
+        default=None, description="its open quarantine: it is listed apart and never gates"
+    )
+    would_be: Verdict | None = Field(
+        default=None,
+        description="a quarantined config's verdict had it not been quarantined",
+    )
 
 
 class Shift(BaseModel):
@@ -104,12 +138,14 @@ class Storm(BaseModel):
 #: The report's capped sections, as the paged endpoint names them.
 ReportSectionName = Literal[
     "new_failures",
+    "flaky_on_arrival",
     "broken_at_base",
     "flaky",
     "infra",
     "fixed",
     "no_baseline",
     "pending",
+    "quarantined",
     "duration_regressions",
     "metric_drift",
 ]
@@ -129,12 +165,14 @@ class PullRequestReport(BaseModel):
     baseline: BaselineInfo
     counts: ReportCounts
     new_failures: list[ConfigVerdict] = []
+    flaky_on_arrival: list[ConfigVerdict] = []
     broken_at_base: list[ConfigVerdict] = []
     flaky: list[ConfigVerdict] = []
     infra: list[ConfigVerdict] = []
     fixed: list[ConfigVerdict] = []
     no_baseline: list[ConfigVerdict] = []
     pending: list[ConfigVerdict] = []
+    quarantined: list[ConfigVerdict] = []
     duration_regressions: list[ShiftFinding] = []
     metric_drift: list[ShiftFinding] = []
     storms: list[Storm] = []

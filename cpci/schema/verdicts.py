@@ -7,12 +7,13 @@ the report said 2 new failures and 1 flaky). It depends on nothing of cpci.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
 Verdict = Literal[
     "new_failure",
+    "flaky_on_arrival",
     "pending",
     "no_baseline",
     "infra",
@@ -21,6 +22,7 @@ Verdict = Literal[
     "fixed",
     "passed",
     "skipped",
+    "quarantined",
 ]
 
 
@@ -30,7 +32,9 @@ class VerdictInfo:
 
     `failing`: the config fails at head (what `fail-on: any-failure` gates on);
     `gates`: the PR itself is to blame (what the default `fail-on: new-failures` gates on);
-    `attention`: a reader must look at it (it gets a section in the comment and the report)."""
+    `attention`: a reader must look at it (it gets a section in the comment and the report).
+    A quarantined config is neither failing nor gating whatever it did at head: a maintainer
+    took it out of every gate while it is fixed; its section still shows what it did."""
 
     name: Verdict
     title: str
@@ -53,12 +57,14 @@ class VerdictInfo:
 #: In the order a reader acts on them: what this PR broke first.
 VERDICTS: tuple[VerdictInfo, ...] = (
     VerdictInfo("new_failure", "New failures", "❌", "new_failures", True, True, True),
+    VerdictInfo("flaky_on_arrival", "Flaky on arrival", "🐣", "flaky_on_arrival", True, True, True),
     VerdictInfo("pending", "Pending", "⏳", "pending", False, False, True),
     VerdictInfo("no_baseline", "No baseline", "❔", "no_baseline", True, False, True),
     VerdictInfo("infra", "Infra", "🛠️", "infra", True, False, True),
     VerdictInfo("flaky", "Flaky", "🎲", "flaky", True, False, True),
     VerdictInfo("broken_at_base", "Broken at base", "🧱", "broken_at_base", True, False, True),
     VerdictInfo("fixed", "Fixed", "✅", "fixed", False, False, True),
+    VerdictInfo("quarantined", "Quarantined", "🔒", "quarantined", False, False, True),
     VerdictInfo("passed", "Passed", "✔️", "", False, False, False),
     VerdictInfo("skipped", "Skipped", "⏭️", "", False, False, False),
 )
@@ -95,11 +101,12 @@ def quick_verdict(by_verdict: Mapping[str, int], pending: bool) -> QuickVerdict:
     return "passing"
 
 
-def count_text(by_verdict: Mapping[str, int]) -> str:
-    """ "2 new failure(s), 1 flaky": the failing verdicts' counts, in the table's order."""
+def count_text(by_verdict: Mapping[str, int], which: Collection[str] = FAILING) -> str:
+    """ "2 new failure(s), 1 flaky": the counts of the verdicts in `which` (by default the
+    failing ones; `GATING` for what the gate fails on), in the table's order."""
     parts = [
         f"{by_verdict[v.name]} {v.label}{'(s)' if v.name == 'new_failure' else ''}"
         for v in VERDICTS
-        if v.failing and by_verdict.get(v.name)
+        if v.name in which and by_verdict.get(v.name)
     ]
     return ", ".join(parts)

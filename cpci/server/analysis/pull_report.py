@@ -20,6 +20,7 @@ from cpci.schema import (
     ConfigVerdict,
     FlakinessAssessment,
     PullRequestReport,
+    QuarantineState,
     ReportCounts,
     ReportSectionName,
     ReportSectionPage,
@@ -44,9 +45,11 @@ from cpci.server.analysis.verdicts import (
     Decision,
     ResultView,
     decide,
+    decided_after,
     failing_ranks,
     first_message,
     headline,
+    quarantined,
     state_of,
 )
 
@@ -62,7 +65,8 @@ class ConfigLeg(NamedTuple):
 class ReportInputs:
     """Everything the report reads. Results are keyed by config database id and leg; the
     other dicts by config database id. `shard_of` places each head config on its shard index,
-    for storms (a config with no place is in none)."""
+    for storms (a config with no place is in none); `quarantined` holds the repository's open
+    quarantines by config key (such a config is listed apart and never gates)."""
 
     repository: str
     pull_request: int
@@ -80,6 +84,7 @@ class ReportInputs:
     base_runs: frozenset[int] = frozenset()  # the baseline run's stored ids (its attempts)
     storms: Storms | None = None  # found by the loader already (None: find them here)
     order: Sequence[ConfigLeg] | None = None  # `report_order(head, configs)`, if the loader has it
+    quarantined: Mapping[str, QuarantineState] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -248,6 +253,7 @@ def _judge(inputs: ReportInputs, policy: ReportPolicy) -> _Judged:
     # One decision per storm of an infra signature, shared by its configs (by storm identity).
     by_storm = {id(s): (_storm_decision(s), None) for s in storms.found if s.infra_rule}
     caught = storms.of.get
+    quarantines = inputs.quarantined
     order = inputs.order if inputs.order is not None else report_order(inputs.head, inputs.configs)
     for at in order:
         storm = caught(at)  # none while pending
@@ -267,6 +273,9 @@ def _judge(inputs: ReportInputs, policy: ReportPolicy) -> _Judged:
                 inputs.head[at], base, known, no_baseline_note, policy.evidence, evidence
             )
             found = (decision, known)
+        held = quarantines.get(inputs.configs[at.pk]) if quarantines and not pending else None
+        if held is not None:
+            found = (quarantined(found[0], held), found[1])
         decided[at] = found
         verdict = found[0].verdict
         tally[verdict] += 1
@@ -300,6 +309,12 @@ def _verdict(inputs: ReportInputs, row: _Row, legs: int) -> ConfigVerdict:
         flakiness=row.known,
         evidence=decision.evidence,
         leg=at.leg if legs > 1 else "",
+        attempts=len(head),
+        decided_after=decided_after(head) if failing else None,
+        arrival=decision.arrival,
+        order_dependence=decision.order_dependence,
+        quarantine=decision.quarantine,
+        would_be=decision.would_be,
     )
 
 
@@ -358,7 +373,8 @@ def _summary(counts: ReportCounts, inputs: ReportInputs, pending: bool, storms: 
     if pending:
         return f"pending: {inputs.shards.text}; no verdict until every shard is in ({scope} so far)"
     verdict = count_text(counts.by_verdict) or "all passed"
-    if counts.by_verdict.get("fixed"):
-        verdict += f", {counts.by_verdict['fixed']} fixed"
+    for name in ("fixed", "quarantined"):
+        if counts.by_verdict.get(name):
+            verdict += f", {counts.by_verdict[name]} {name}"
     storm = f"; storm on {len(storms.found)} shard(s)" if storms else ""
     return f"{verdict}; {scope}{storm}; baseline: {inputs.baseline.note}"

@@ -3,8 +3,12 @@
 The order of the checks is the policy (docs/verdicts.md tells it at length):
 
 1. passes or skipped at head: passed, fixed or skipped;
-2. order-dependent at head (fails after its predecessors, passes alone): a failure, never flaky;
-3. passed and failed at head itself (a rerun passed): flaky;
+2. order-dependent at head (fails after its predecessors, passes alone): a failure, never flaky,
+   naming the polluter the runner's bisection found;
+3. passed and failed at head itself: FLAKY ON ARRIVAL when the failures are among its arrival
+   runs (a config new to the base branch, or whose test file the PR changed) and neither its
+   base nor its trusted history shows it flaky before the PR (a flaky config is being added:
+   it gates), else flaky;
 4. never ran at head (`not_run` only): infra;
 5. an infrastructure signature on the rank that failed first: infra, unless it failed every one
    of several attempts while the base passes (then it is the PR's);
@@ -22,7 +26,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Literal, NamedTuple
 
@@ -30,12 +34,16 @@ from cpci.evidence import EvidencePolicy, flake_test, signature
 from cpci.schema import (
     FAILING_OUTCOMES,
     NOT_RUN_OUTCOMES,
+    ArrivalRuns,
     FlakeRecord,
     FlakeTest,
     FlakinessAssessment,
+    OrderDependence,
+    QuarantineState,
     Verdict,
     first_line,
 )
+from cpci.schema.verdicts import info
 from cpci.server.analysis.flakiness import BaseEvidence
 from cpci.server.analysis.infra import infra_signature
 from cpci.server.analysis.observations import PASSING_OUTCOMES
@@ -62,6 +70,9 @@ class ResultView(NamedTuple):
     attempt: int = 1
     isolation: str | None = None
     culprit: str = ""  # the error of the rank that failed first (see `culprit_error`)
+    arrival: bool = False  # one of a new config's extra runs (`--cpci-new-config-runs`)
+    stop_reason: str | None = None  # the final attempt: why the runner's reruns stopped
+    order_dependence: OrderDependence | None = None  # the polluter its bisection found
 
 
 def culprit_of(result: ResultView) -> str:
@@ -125,10 +136,17 @@ class BaseWeighed:
 
 @dataclass(frozen=True)
 class Decision:
+    """A verdict, why, and the evidence it shows: the infra rule, the chance test's numbers, the
+    arrival runs, the polluter; a quarantined config's keeps what it would be without it."""
+
     verdict: Verdict
     reason: str
     infra_rule: str | None = None
     evidence: FlakeTest | None = None
+    arrival: ArrivalRuns | None = None
+    order_dependence: OrderDependence | None = None
+    quarantine: QuarantineState | None = None
+    would_be: Verdict | None = None
 
 
 #: The common decisions, made once (immutable, so shared): a report decides for every config.
@@ -169,7 +187,10 @@ def decide(
     if order is not None:
         return _order_dependent_against_base(order, base_state, baseline_note)
     if head_state == "mixed":
-        return _FLAKY_AT_HEAD
+        arrival = arrival_runs(ran)
+        if arrival is None:
+            return _FLAKY_AT_HEAD
+        return _flaky_at_arrival(arrival, ran, base_state, known)
     failing = [r for r in ran if r.outcome in FAILING_OUTCOMES]
     repeated = len(failing) >= INFRA_REPEATS and base_state == "pass"
     for r in failing:
@@ -255,17 +276,84 @@ def _signatures(results: Sequence[ResultView]) -> set[str] | None:
 
 
 def _order_dependent_against_base(
-    reason: str, base_state: State | None, baseline_note: str
+    order: _OrderDependent, base_state: State | None, baseline_note: str
 ) -> Decision:
     """An order-dependent failure is a failure: new unless the base fails (or has none)."""
+    reason, found = order
     if base_state is None or base_state == "skip":
         note = baseline_note or "no result at the base to compare with"
-        return Decision("no_baseline", f"{reason}; {note}")
+        return Decision("no_baseline", f"{reason}; {note}", order_dependence=found)
     if base_state == "fail":
-        return Decision("broken_at_base", f"{reason}; fails at base too")
+        return Decision("broken_at_base", f"{reason}; fails at base too", order_dependence=found)
     if base_state == "mixed":
-        return Decision("broken_at_base", f"{reason}; passed and failed at base too")
-    return Decision("new_failure", reason)
+        why = f"{reason}; passed and failed at base too"
+        return Decision("broken_at_base", why, order_dependence=found)
+    return Decision("new_failure", reason, order_dependence=found)
+
+
+def arrival_runs(results: Sequence[ResultView]) -> ArrivalRuns | None:
+    """What a config's arrival runs among `results` showed; None when it had none."""
+    arrived = [r for r in results if r.arrival and r.outcome not in NOT_RUN_OUTCOMES]
+    if not arrived:
+        return None
+    failed = sum(r.flaky or r.outcome in FAILING_OUTCOMES for r in arrived)
+    return ArrivalRuns(failed=failed, runs=len(arrived))
+
+
+def _flaky_at_arrival(
+    arrival: ArrivalRuns,
+    ran: Sequence[ResultView],
+    base_state: State | None,
+    known: FlakinessAssessment | None,
+) -> Decision:
+    """A config that passed and failed at head, some of it in its arrival runs: FLAKY ON
+    ARRIVAL (it gates: a flaky config is being added, or the PR makes one flaky), unless what
+    came before the PR already shows it flaky (the base failed it, or its trusted history
+    labels it flaky) or every failure is an infrastructure fault's."""
+    shown = f"passed and failed at the head commit itself ({arrival.text()})"
+    failing = [r for r in ran if r.outcome in FAILING_OUTCOMES]
+    rules = [infra_signature(r.outcome, (culprit_of(r),)) for r in failing]
+    if not arrival.failed or (rules and all(rules)):
+        return Decision("flaky", shown, arrival=arrival)
+    if base_state in ("fail", "mixed"):
+        why = f"{shown}; it fails at the base too, so it was flaky before this PR"
+        return Decision("flaky", why, arrival=arrival)
+    exists = base_state is not None and base_state != "skip"
+    if exists and known is not None and known.flaky:
+        why = f"{shown}; known flaky on the base branch before this PR: {known.reason}"
+        return Decision("flaky", why, arrival=arrival)
+    if exists:
+        before = f" ({known.reason})" if known is not None else ""
+        what = f"it passes at the base and was not flaky there{before}: this PR makes it flaky"
+    else:
+        what = "it is new to the base branch: a flaky config is being added"
+    return Decision("flaky_on_arrival", f"{shown}; {what}", arrival=arrival)
+
+
+#: The runner's `stop_reason` when its chance test decided a failure (`cpci.evidence.reruns`).
+_DECIDED = re.compile(r"^decided after (\d+) attempt")
+
+
+def decided_after(results: Sequence[ResultView]) -> int | None:
+    """The attempt after which the runner's chance test called the failure decided and stopped
+    rerunning it (its final record's `stop_reason`); None when the reruns stopped otherwise."""
+    found = [
+        int(m.group(1)) for r in results if r.stop_reason and (m := _DECIDED.match(r.stop_reason))
+    ]
+    return max(found) if found else None
+
+
+def quarantined(decision: Decision, held: QuarantineState) -> Decision:
+    """A quarantined config's decision: listed apart and never gating, whatever it did at head,
+    with who quarantined it, why and since when, and what it would be without the quarantine."""
+    since = f"{held.since:%Y-%m-%d}"
+    what = info(decision.verdict).label
+    why = f"quarantined by {held.by} since {since} ({_clip(held.reason, 200)}); at head: {what}"
+    if decision.verdict not in ("passed", "skipped"):
+        why += f" ({decision.reason})"
+    return replace(
+        decision, verdict="quarantined", reason=why, quarantine=held, would_be=decision.verdict
+    )
 
 
 def _flake_test(
@@ -291,17 +379,26 @@ def _flake_test(
     return flake_test(record, len(failing), signatures, policy)
 
 
-def _order_dependent(results: Sequence[ResultView]) -> str | None:
-    """ "order-dependent: fails after X, Y; passes alone", if a result says so."""
+#: An order-dependent failure's reason, and the polluter its bisection found (None: none ran).
+_OrderDependent = tuple[str, OrderDependence | None]
+
+
+def _order_dependent(results: Sequence[ResultView]) -> _OrderDependent | None:
+    """ "order-dependent: fails after X; found in 7 replays among 64 predecessors; passes
+    alone" where the runner bisected its predecessors, else the predecessors its note names
+    ("fails after X, Y"), if a result says it is order-dependent."""
     marked = [r for r in results if r.isolation == ORDER_DEPENDENT]
     if not marked:
         return None
+    found = next((r.order_dependence for r in results if r.order_dependence), None)
+    if found is not None:
+        return f"order-dependent: {_clip(found.text())}; passes alone", found
     texts = [t for r in marked for t in (*r.messages, r.culprit)]
     for match in (p.search(t) for p in _PREDECESSORS for t in texts):
         if match:
             names = _clip(match.group(1).strip())
-            return f"order-dependent: fails after {names}; passes alone"
-    return "order-dependent: fails after the configs that ran before it; passes alone"
+            return f"order-dependent: fails after {names}; passes alone", None
+    return "order-dependent: fails after the configs that ran before it; passes alone", None
 
 
 def _not_run(head: Sequence[ResultView]) -> Decision:

@@ -38,6 +38,7 @@ BY_NAME: dict[str, str] = {
     "no_baseline": "question",
     "infra": "wrench",
     "flaky": "dice",
+    "flaky_on_arrival": "dice",
     "broken_at_base": "wall",
     "broken": "wall",
     "fixed": "check",
