@@ -23,7 +23,9 @@ import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
 
 from cpci.action.settings import ActionSettings
 from cpci.action.workflow_commands import annotation
@@ -68,19 +70,17 @@ def choose_durations(
     if not repository:
         warning = "durations not fetched: GITHUB_REPOSITORY is not set; balancing by the cache"
         return DurationsChoice(None, "pytest's cache", warning)
-    branch = settings.durations_branch or default_branch(environ) or None
-    try:
-        client = ServiceClient(settings.server_url, token(), retry=ONCE, timeout_s=FETCH_TIMEOUT_S)
-        answer = client.durations(repository, branch=branch)
-    except UploadError as exc:
+    out = cwd / f"{settings.results}{SUFFIX}"
+    fetched = _fetch_beside_results(
+        settings, environ, repository, token, out, ServiceClient.durations
+    )
+    if isinstance(fetched, UploadError):
         warning = (
-            f"durations not fetched ({exc}); this shard balances by the runner's pytest cache, "
-            "so other shards may plan differently (the report flags it if they do)"
+            f"durations not fetched ({fetched}); this shard balances by the runner's pytest "
+            "cache, so other shards may plan differently (the report flags it if they do)"
         )
         return DurationsChoice(None, "pytest's cache", warning)
-    path = cwd / f"{settings.results}{SUFFIX}"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(answer.model_dump_json(by_alias=True), encoding="utf-8")
+    answer, path = fetched
     where = f"{answer.runs} run(s) of {answer.branch}" if answer.branch else "no runs yet"
     return DurationsChoice(str(path), f"the service ({len(answer.durations)} config(s), {where})")
 
@@ -107,20 +107,41 @@ def choose_evidence(
     repository = environ.get("GITHUB_REPOSITORY", "")
     if not settings.server_url or not repository:
         return EvidenceChoice(None, changed)
+    out = cwd / f"{settings.results}{EVIDENCE_SUFFIX}"
+    fetched = _fetch_beside_results(
+        settings, environ, repository, token, out, ServiceClient.evidence
+    )
+    if isinstance(fetched, UploadError):
+        warning = (
+            f"evidence not fetched ({fetched}); failures are rerun to the cap (fixed reruns) "
+            "and only the changed files' configs get new-config runs"
+        )
+        return EvidenceChoice(None, changed, warning)
+    return EvidenceChoice(str(fetched[1]), changed)
+
+
+Answer = TypeVar("Answer", bound=BaseModel)
+
+
+def _fetch_beside_results(
+    settings: ActionSettings,
+    environ: Mapping[str, str],
+    repository: str,
+    token: Callable[[], str | None],
+    out: Path,
+    fetch: Callable[[ServiceClient, str, str | None], Answer],
+) -> tuple[Answer, Path] | UploadError:
+    """One GET of the branch's `fetch` answer (once, bounded: it runs before planning), written
+    to `out` for pytest to read; the error instead when the service could not answer."""
     branch = settings.durations_branch or default_branch(environ) or None
     try:
         client = ServiceClient(settings.server_url, token(), retry=ONCE, timeout_s=FETCH_TIMEOUT_S)
-        answer = client.evidence(repository, branch=branch)
+        answer = fetch(client, repository, branch)
     except UploadError as exc:
-        warning = (
-            f"evidence not fetched ({exc}); failures are rerun to the cap (fixed reruns) and "
-            "only the changed files' configs get new-config runs"
-        )
-        return EvidenceChoice(None, changed, warning)
-    path = cwd / f"{settings.results}{EVIDENCE_SUFFIX}"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(answer.model_dump_json(by_alias=True), encoding="utf-8")
-    return EvidenceChoice(str(path), changed)
+        return exc
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(answer.model_dump_json(by_alias=True), encoding="utf-8")
+    return answer, out
 
 
 def _changed_paths(environ: Mapping[str, str], cwd: Path, out: Path) -> str | None:
