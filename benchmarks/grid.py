@@ -20,11 +20,10 @@ import argparse
 import os
 import statistics
 import tempfile
-import time
 from pathlib import Path
 
 import httpx
-from ui import PULLS, REPO, serve
+from ui import PULLS, REPO, serve, timed
 from ui import seed as seed_history
 
 from cpci.server.core.db import create_db_engine
@@ -32,16 +31,6 @@ from cpci.server.core.migrate import upgrade
 
 SHARDS = 4
 CHROMIUM = os.environ.get("CPCI_CHROMIUM", "/usr/bin/chromium")
-
-
-def timed(http: httpx.Client, path: str, repeat: int) -> list[float]:
-    out = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        response = http.get(path)
-        out.append((time.perf_counter() - start) * 1000)
-        assert response.status_code == 200, response.text[:500]
-    return out
 
 
 def line(label: str, times: list[float], extra: str = "") -> None:
