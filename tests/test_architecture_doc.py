@@ -23,6 +23,7 @@ BARE_PATH = re.compile(r"(?<![\w./-])((?:[\w-]+/)+[\w-]+\.py)\b")
 
 
 SERVICE = "Service: upload -> stored rows -> report inputs -> verdicts -> comment / check run / UI"
+RUNNER = "Runner: plan -> rank payload -> journal event -> agreed record -> results line"
 
 
 def sections() -> dict[str, str]:
@@ -95,30 +96,86 @@ def test_the_checker_finds_a_stale_name() -> None:
     assert BARE_PATH.findall(block) == ["crud/gone.py"]
 
 
-def test_the_service_drawing_names_each_module_of_each_layer() -> None:
-    """The service's layer drawing lists, after each `folder/`, exactly the modules in it (notes
-    in parentheses and the lines between layers aside): a module added, moved or removed shows
-    as a difference."""
-    (drawing, *_) = FENCED.findall(sections()[SERVICE])
+def drawn_modules(drawing: str) -> dict[str, set[str]]:
+    """The modules a layer drawing lists after each `folder/` (on its line and on the lines
+    indented under it), less notes in parentheses (over several lines too) and the arrows and
+    notes between folders."""
+    unnoted = re.sub(r"\([^)]*\)", lambda note: "\n" * note.group().count("\n"), drawing)
     listed: dict[str, set[str]] = {}
     folder = ""
-    for line in drawing.splitlines():
-        text = re.sub(r"\(.*?\)", "", line)
-        if match := re.match(r"(\w+)/\s", text):
+    for line in unnoted.splitlines():
+        if match := re.match(r"(\w+)/\s", line):
             folder = match.group(1)
-            text = text[match.end() :]
-        elif not line.startswith("              "):
+            line = line[match.end() :]
+        elif not line.startswith(" " * 10):
             continue  # an arrow, or a note between layers
-        listed.setdefault(folder, set()).update(re.findall(r"[a-z_]+(?:/[a-z_]+)?", text))
+        listed.setdefault(folder, set()).update(re.findall(r"[a-z_]+(?:/[a-z_]+)?", line))
+    return listed
+
+
+def modules_in(folder: Path, *, nested: bool = True) -> set[str]:
+    """The modules of a package, as a drawing names them (`routes/uploads`); `nested=False`:
+    only those directly in it."""
+    found = folder.rglob("*.py") if nested else folder.glob("*.py")
+    return {str(p.relative_to(folder).with_suffix("")) for p in found if p.name != "__init__.py"}
+
+
+def test_the_service_drawing_names_each_module_of_each_layer() -> None:
+    """The service's layer drawing lists, after each `folder/`, exactly the modules in it: a
+    module added, moved or removed shows as a difference."""
+    (drawing, *_) = FENCED.findall(sections()[SERVICE])
+    listed = drawn_modules(drawing)
     server = ROOT / "cpci" / "server"
-    actual = {
-        folder: {
-            str(path.relative_to(server / folder).with_suffix(""))
-            for path in (server / folder).rglob("*.py")
-            if path.name != "__init__.py"
-        }
-        for folder in listed
-    }
-    assert listed == actual
+    assert listed == {folder: modules_in(server / folder) for folder in listed}
     packages = {p.name for p in server.iterdir() if (p / "__init__.py").is_file()}
     assert packages - set(listed) == {"migrations"}  # every layer is drawn
+
+
+def runner_differences(drawing: str, runner: Path) -> list[str]:
+    """What a runner drawing gets wrong about the package at `runner`: each side (`parent/`,
+    `rank/`, `wire/`, `launch/`) and the modules below them (`runner/`) must list exactly the
+    modules there, and every side must be drawn."""
+    listed = drawn_modules(drawing)
+    actual = {
+        side: modules_in(runner / side)
+        for side in (p.name for p in runner.iterdir() if (p / "__init__.py").is_file())
+    }
+    actual["runner"] = modules_in(runner, nested=False)
+    problems = []
+    for side in sorted(set(listed) | set(actual)):
+        drawn, there = listed.get(side, set()), actual.get(side, set())
+        problems += [f"{side}/: {name} is drawn but no module" for name in sorted(drawn - there)]
+        problems += [f"{side}/: {name} is a module but not drawn" for name in sorted(there - drawn)]
+    return problems
+
+
+def test_the_runner_drawing_names_each_module_of_each_side() -> None:
+    """The runner's drawing lists, after each side, exactly the modules in it."""
+    (drawing, *_) = FENCED.findall(sections()[RUNNER])
+    assert runner_differences(drawing, ROOT / "cpci" / "runner") == []
+
+
+def test_the_runner_check_finds_a_module_gone_added_or_a_side_undrawn(tmp_path: Path) -> None:
+    """The check can fail: a drawn module that is gone, a module not drawn (a nested one too),
+    a side with no line are each named; a drawing that matches passes."""
+    for module in ("plugin", "parent/session", "parent/deep/queue", "wire/feed", "rank/worker"):
+        path = tmp_path / f"{module}.py"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("")
+    for side in ("", "parent", "parent/deep", "wire", "rank"):
+        (tmp_path / side / "__init__.py").write_text("")
+    drawing = (
+        "runner/   plugin\n"
+        "            (a note naming gone_module,\n"
+        "             over two lines)\n"
+        "parent/   session gone\n"
+        "    |  an arrow naming another\n"
+        "wire/     feed\n"
+    )
+    assert runner_differences(drawing, tmp_path) == [
+        "parent/: gone is drawn but no module",
+        "parent/: deep/queue is a module but not drawn",
+        "rank/: worker is a module but not drawn",
+    ]
+    fixed = drawing.replace("gone", "deep/queue") + "rank/     worker\n"
+    assert runner_differences(fixed, tmp_path) == []
