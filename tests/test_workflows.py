@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
+from cpci.github.culprit import COMMIT_INPUT, CONFIG_INPUT
 from tests.prerequisites import missing
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -398,3 +399,69 @@ def test_the_token_check_warns_of_the_old_name_and_stops_a_job_without_its_token
     assert done.returncode == (1 if "::error" in says else 0)
     assert says in done.stdout
     assert bool(says) == ("::" in done.stdout)
+
+
+def test_the_culprit_job_runs_one_config_on_dispatch_with_the_branch_token_only() -> None:
+    declared = triggers(SHARDS)["workflow_call"]["inputs"]
+    assert {CONFIG_INPUT, COMMIT_INPUT} <= set(declared)
+    dispatch = triggers(EXAMPLE)["workflow_dispatch"]["inputs"]
+    assert {CONFIG_INPUT, COMMIT_INPUT} <= set(dispatch)  # what next_bisection_run sends
+    called = jobs(EXAMPLE)["cp-attention"]
+    assert called["with"][CONFIG_INPUT] == f"${{{{ inputs.{CONFIG_INPUT} }}}}"
+    assert called["with"][COMMIT_INPUT] == f"${{{{ inputs.{COMMIT_INPUT} }}}}"
+    assert "cpci-branch-token" in called["secrets"]
+
+    workflow = jobs(SHARDS)
+    culprit = workflow["culprit"]
+    assert TRUSTED_GUARD in culprit["if"]
+    assert "github.event_name == 'workflow_dispatch'" in culprit["if"]
+    assert "inputs.culprit-config != ''" in culprit["if"]
+    assert "inputs.culprit-config == ''" in workflow["test"]["if"]  # a bisection runs one config
+    assert culprit["permissions"] == {"contents": "read", "actions": "write"}
+    named = set(re.findall(r"secrets\.([a-z-]+)", json.dumps(culprit)))
+    assert named == {"cpci-branch-token"}
+    steps = culprit["steps"]
+    checkout = next(s for s in steps if str(s.get("uses", "")).startswith("actions/checkout"))
+    assert checkout["with"] == {"ref": "${{ inputs.culprit-commit }}", "persist-credentials": False}
+    action = next(s for s in steps if s.get("uses") == "cpci-dev/cpci@v1")["with"]
+    assert (action["server-url"], action["fail-on"]) == ("", "never")  # uploaded as the commit's
+    upload, dispatched = steps[-2]["run"], steps[-1]["run"]
+    assert '--commit "$COMMIT"' in upload
+    assert '--branch "$GITHUB_REF_NAME"' in upload
+    assert "--dispatch" in dispatched
+    assert steps[-1]["env"]["GITHUB_TOKEN"] == "${{ github.token }}"
+
+
+@pytest.mark.parametrize(
+    ("config", "commit", "token", "says"),
+    [
+        ("tests/test_cp.py::test_attn[p2p]@2", "a" * 40, "true", ""),
+        ("tests/test_cp.py::test_attn[p2p]@2", "a" * 12, "true", "must be a full commit sha"),
+        ("tests/test_cp.py::test_attn[p2p]", "a" * 40, "true", "NODEID@WORLD_SIZE"),
+        ("tests/test_cp.py::test_attn[p2p]@2", "a" * 40, "false", "pass cpci-branch-token"),
+        ("x@2; rm -rf /", "$(id)" + "a" * 35, "true", "must be a full commit sha"),
+    ],
+)
+def test_the_culprit_jobs_check_refuses_what_it_cannot_bisect(
+    tmp_path: Path, config: str, commit: str, token: str, says: str
+) -> None:
+    step = jobs(SHARDS)["culprit"]["steps"][0]
+    assert step["name"] == "Check the bisection's inputs"
+    output = tmp_path / "github_output"
+    output.write_text("")
+    done = subprocess.run(
+        ["bash", "-e", "-c", step["run"]],
+        env={
+            "PATH": os.environ["PATH"],
+            "GITHUB_OUTPUT": str(output),
+            "CONFIG": config,
+            "COMMIT": commit,
+            "TOKEN_GIVEN": token,
+        },
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == (1 if says else 0), done.stdout + done.stderr
+    assert says in done.stdout
+    if not says:
+        assert output.read_text() == "tests=tests/test_cp.py::test_attn[p2p]\n"
