@@ -13,7 +13,8 @@ Evidence has provenance: the baseline, the timings and the history windows come 
 of the PR's base branch, when that branch is trusted (`core.trusted_branches`; a PR run that
 names no base branch is compared with the default trusted branch), plus this PR's own earlier
 runs for its history; another PR's runs, and other branches' runs, never count. Results are
-split by CI matrix leg, so each leg is judged against the base's same leg.
+split by CI matrix leg, so each leg is judged against the base's same leg. The repository's open
+quarantines are read with every report: a quarantined config is listed apart and never gates.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from sqlmodel import Session, col, select
 from cpci.schema import (
     BaselineInfo,
     PullRequestReport,
+    QuarantineState,
     ReportSectionName,
     ReportSectionPage,
     ShardProgress,
@@ -48,9 +50,10 @@ from cpci.server.core.policies import PullReportPolicy
 from cpci.server.crud.commits import ancestors
 from cpci.server.crud.common import fetch_rows, one_of
 from cpci.server.crud.history import observations
+from cpci.server.crud.quarantine import open_quarantines
 from cpci.server.crud.runs import MergedRun, config_keys, merge_runs, results_of
 from cpci.server.crud.shard_cache import ShardCache
-from cpci.server.models import Repository, Run, Shard
+from cpci.server.models import Repository, Run, Shard, as_utc
 from cpci.urls import Links
 
 #: Values by shard set one PR's report keeps in the cache: its head, its base's results and its
@@ -243,7 +246,19 @@ def _inputs(
         ),
         storms=head.storms,
         order=head.order,
+        quarantined=_quarantines(session, repo),
     )
+
+
+def _quarantines(session: Session, repo: Repository) -> dict[str, QuarantineState]:
+    """The repository's open quarantines, read on every report (never cached: a maintainer's
+    quarantine or its release by evidence changes the next report, with no upload between)."""
+    assert repo.id is not None
+    held = open_quarantines(session=session, repo_id=repo.id)
+    return {
+        key: QuarantineState(since=as_utc(q.added_at), by=q.added_by, reason=q.reason)
+        for key, q in held.items()
+    }
 
 
 @dataclass(frozen=True)

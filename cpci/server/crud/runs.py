@@ -21,7 +21,7 @@ from sqlmodel import Session, col, select
 
 from cpci import urls
 from cpci.evidence import culprit_error
-from cpci.schema import RunRef, ShardProgress
+from cpci.schema import OrderDependence, RunRef, ShardProgress
 from cpci.server.analysis.shard_plans import plan_mismatches
 from cpci.server.analysis.verdicts import ResultView
 from cpci.server.core.errors import NotFound
@@ -124,7 +124,8 @@ def results_of(
     rows = fetch_rows(
         session,
         f"SELECT config_id, outcome, {duration}, flaky, CAST(rank_errors AS TEXT), metrics, "
-        f"attempt, isolation FROM result WHERE shard_id{member}",
+        "attempt, isolation, arrival, stop_reason, CAST(order_dependence AS TEXT) "
+        f"FROM result WHERE shard_id{member}",
         values,
     )
     # A storm repeats a few error texts over tens of thousands of results: each decoded once,
@@ -133,7 +134,8 @@ def results_of(
     seen: dict[tuple[Any, ...], ResultView] = {}
     nothing: ErrorsRead = ((), (), "")
     for row in rows:
-        config_pk, outcome, took, flaky, errors, metrics, attempt, isolation = row
+        config_pk, outcome, took, flaky, errors, metrics, attempt, isolation, *rest = row
+        arrival, stop_reason, order = rest
         if metrics is None and (shared := seen.get(row[1:])) is not None:
             out[config_pk].append(shared)
             continue
@@ -155,11 +157,20 @@ def results_of(
             attempt,
             isolation,
             culprit,
+            bool(arrival),
+            stop_reason,
+            _order_dependence(order),
         )
         if metrics is None:
             seen[row[1:]] = view
         out[config_pk].append(view)
     return out
+
+
+def _order_dependence(text: str | None) -> OrderDependence | None:
+    """A result's stored bisection (SQL NULL, or JSON null where an ORM wrote it: none)."""
+    found = from_json(text) if text else None
+    return OrderDependence.model_validate(found) if found else None
 
 
 #: A failing result's duration, dropped where only passing ones are timed.
