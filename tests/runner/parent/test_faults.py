@@ -1,4 +1,5 @@
-"""Crashes, hangs and kills: nothing is lost, the culprit is named, the rest of the batch runs."""
+"""Crashes, hangs and kills in real worlds: nothing is lost, the culprit is named, the rest of the
+group runs (which world runs what afterwards is proven in process, `test_scheduler.py`)."""
 
 from __future__ import annotations
 
@@ -14,11 +15,8 @@ import pytest
 from cpci.schema import read_results
 from tests.runner.helpers import by_nodeid, results, run_pytest, worlds_started
 
-#: The default (fork) and the one kept as an option: the crash and hang tests run under both.
-LAUNCHERS = ["fork", "torchrun"]
 
-
-@pytest.mark.parametrize("launcher", LAUNCHERS)
+@pytest.mark.parametrize("launcher", ["fork", "torchrun"])  # the default, and the one kept
 def test_crash_in_config_k_keeps_earlier_results_and_runs_the_rest_in_one_fresh_world(
     pytester: pytest.Pytester, launcher: str
 ) -> None:
@@ -65,10 +63,11 @@ def test_crash_in_config_k_keeps_earlier_results_and_runs_the_rest_in_one_fresh_
     )
 
 
-@pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_a_hung_config_times_out_with_every_rank_stack_and_the_batch_goes_on(
-    pytester: pytest.Pytester, launcher: str
+    pytester: pytest.Pytester,
 ) -> None:
+    """Under the default launcher (torchrun's ranks are stopped the same way after a crash,
+    above); the progress line names the stalled config while its world waits."""
     pytester.makepyfile(
         """
         import pytest
@@ -90,8 +89,18 @@ def test_a_hung_config_times_out_with_every_rank_stack_and_the_batch_goes_on(
             dist.barrier()
         """
     )
-    result = pytester.runpytest_subprocess("--cpci-results=r.jsonl", f"--cpci-launcher={launcher}")
+    result = pytester.runpytest_subprocess("--cpci-results=r.jsonl", "--cpci-progress-interval=0.5")
     result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "cpci: 0/2 configs done, 0 failed, 0 not run, 2 left, elapsed *, ETA *, "
+            "1 world(s) running; waiting on *::test_hangs for 0:0*, its timeout (3 s, from "
+            "test_hangs's cpci marker) ends it at 0:*",
+        ]
+    )
+    result.stdout.fnmatch_lines(
+        ["* world(s) started*, configs * s (2 config(s); * s of it until 1 timeout(s))"]
+    )
     records = by_nodeid(results(pytester.path / "r.jsonl"))
     hung = records[
         "test_a_hung_config_times_out_with_every_rank_stack_and_the_batch_goes_on.py::test_hangs"

@@ -287,6 +287,46 @@ def test_several_workers_share_a_queue_and_start_no_world_for_nothing() -> None:
     assert sorted(r.spec.nodeid[6:] for r in sent) == sorted(names)  # each once
 
 
+def test_two_workers_share_a_queue_so_a_slow_config_holds_up_only_its_world() -> None:
+    # s0 waits for the queue's last config to begin: with worlds fed fixed chunks it would wait
+    # for ever; with a shared queue the other world runs everything else.
+    last_begun = threading.Event()
+
+    def wait_for_the_last() -> None:
+        assert last_begun.wait(10), "the other world never reached the last config"
+
+    names = [f"s{i}" for i in range(10)]
+    script = Scripted(before={"s0": wait_for_the_last, "s9": last_begun.set})
+    sent, stats, _ = schedule(
+        [group(*names, world_size=1)], script, workers=2, slots=Slots([], cores=2)
+    )
+    assert sorted(r.spec.nodeid[6:] for r in sent) == sorted(names)  # each once
+    world_of = {r.spec.nodeid[6:]: where(r)[1] for r in sent}
+    slow = world_of["s0"]
+    assert world_of["s9"] != slow
+    # The slow config's world took it and at most the two configs fed ahead of it.
+    assert len([n for n, w in world_of.items() if w == slow]) <= 3
+    assert (len(script.worlds), stats.respawns) == (2, 0)
+
+
+def test_a_crash_with_two_workers_gives_its_unbegun_configs_back_to_the_shared_queue() -> None:
+    names = [f"s{i}" for i in range(8)]
+    script = Scripted({"s1": ["crashed"]})
+    sent, stats, _ = schedule(
+        [group(*names, world_size=1)], script, workers=2, slots=Slots([], cores=2)
+    )
+    assert sorted(r.spec.nodeid[6:] for r in sent) == names  # nothing lost, nothing run twice
+    by_name = {r.spec.nodeid[6:]: r for r in sent}
+    crash = by_name["s1"]
+    assert (crash.result.outcome, crash.final) == ("crashed", True)
+    dead = where(crash)[1]
+    [dead_world] = [w for w in script.worlds if w.number == dead]
+    given_back = dead_world.names[dead_world.names.index("s1") + 1 :]
+    assert given_back  # it had been fed beyond its culprit
+    assert all(where(by_name[n])[1] != dead for n in given_back)
+    assert (stats.crashed, stats.respawns) == (["t.py::s1"], 1)
+
+
 class AskedSlots(Slots):
     """CPU slots that say when a second world has asked for its devices (the first world's
     thread cannot ask again before its world ends)."""

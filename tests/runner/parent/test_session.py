@@ -1,6 +1,7 @@
 """The parent's session, end to end: a config that cannot be planned fails alone, several worlds
-run at once with progress lines, pytest never waits for a record that cannot come, and a kept
-world directory holds its world's protocol, every line typed."""
+run at once with progress lines, pytest never waits for a record that cannot come (and leaves no
+world directory behind), and a kept world directory holds its world's protocol, every line
+typed."""
 
 from __future__ import annotations
 
@@ -37,18 +38,13 @@ def test_fails_on_rank_1(cpci_dist):
 """
 
 
-def _run(path: Path, keep: str) -> list[Path]:
-    """Run the suite with CPCI_KEEP_WORLDS=`keep`; the run directories left in its temp dir."""
-    temp = path / f"tmp-{keep or 'unset'}"
-    temp.mkdir()
-    result = run_pytest(path, "-q", env={"TMPDIR": str(temp), "CPCI_KEEP_WORLDS": keep})
-    result.assert_outcomes(passed=1, failed=1)
-    return sorted(temp.glob("cpci-run-*"))
-
-
 def test_kept_worlds_hold_plan_feed_journals_agreed_records_and_exits(tmp_path: Path) -> None:
     (tmp_path / "test_kept.py").write_text(SUITE)
-    [run_dir] = _run(tmp_path, "1")
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    result = run_pytest(tmp_path, "-q", env={"TMPDIR": str(temp), "CPCI_KEEP_WORLDS": "1"})
+    result.assert_outcomes(passed=1, failed=1)
+    [run_dir] = sorted(temp.glob("cpci-run-*"))
     [world] = sorted(run_dir.glob("world-*"))
     plan = WorldPlan.model_validate_json((world / "plan.json").read_bytes())
     assert [Path(p).name for p in plan.collect] == ["test_kept.py"]
@@ -76,11 +72,6 @@ def test_kept_worlds_hold_plan_feed_journals_agreed_records_and_exits(tmp_path: 
         (1, "failed", 1),  # the reports shown are those of the rank that failed
     ]
     assert [e.rank for e in agreed[1].rank_errors] == [1]
-
-
-def test_without_keep_worlds_the_run_leaves_nothing_behind(tmp_path: Path) -> None:
-    (tmp_path / "test_gone.py").write_text(SUITE)
-    assert _run(tmp_path, "") == []
 
 
 def test_a_config_that_cannot_be_planned_fails_alone(pytester: pytest.Pytester) -> None:
@@ -176,12 +167,15 @@ def test_d(cpci_dist):
 
 
 def test_pytest_never_waits_for_a_record_that_cannot_be_received(
-    pytester: pytest.Pytester,
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Even the `not_run` record of `test_c` cannot be received: the thread settling it ends,
-    and pytest reports what it did not get instead of waiting for ever."""
+    and pytest reports what it did not get instead of waiting for ever. Without
+    CPCI_KEEP_WORLDS, even this run leaves no run directory behind."""
     pytester.makeconftest(FAILING_RECEIVE)
     pytester.makepyfile(test_error=ERROR_SUITE)
+    temp = pytester.mkdir("tmp")
+    monkeypatch.setenv("TMPDIR", str(temp))
     result = pytester.runpytest_subprocess(
         "--cpci-results=r.jsonl", "--cpci-max-respawns=0", timeout=300
     )
@@ -200,3 +194,4 @@ def test_pytest_never_waits_for_a_record_that_cannot_be_received(
     assert (
         "OSError: the results file" in records["test_error.py::test_c"]["rank_errors"][0]["detail"]
     )
+    assert sorted(temp.glob("cpci-run-*")) == []
