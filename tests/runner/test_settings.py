@@ -32,7 +32,7 @@ def test_by_default_a_world_runs_as_many_configs_as_its_queue_holds(
         ((), {}, 4),  # ini
         ((), {"CP_TEST_BATCH_SIZE": "8"}, 8),  # env beats ini
         (("--cpci-batch-size=2",), {"CP_TEST_BATCH_SIZE": "8"}, 2),  # CLI beats env
-        (("--cpci-batch-size=1",), {}, 1),  # the old one-world-per-config mode
+        (("--cpci-batch-size=1",), {}, 1),  # a fresh world per config
         ((), {"CP_TEST_BATCH_SIZE": ""}, 4),  # an empty variable is not set
     ],
 )
