@@ -151,7 +151,11 @@ def test_flaky_on_arrival_gates_and_the_polluter_and_decision_are_shown(
     assert md.text(POLLUTER.text()) in body
     check = check_run_fields(report, None, head_sha=HEAD)
     assert check["output"]["title"] == "2 new failure(s), 1 flaky on arrival"
+    assert check["output"]["summary"].startswith("2 new failure(s), 1 flaky on arrival;")
     assert check["conclusion"] == "failure"
+    section = http.get(urls.api_pull_report_section(REPO, 7, "flaky_on_arrival"))
+    assert section.status_code == 200, section.text
+    assert [v["config"] for v in section.json()["verdicts"]] == [config("ring-new")]
 
     page = http.get(urls.pull(REPO, 7))
     assert page.status_code == 200, page.text
