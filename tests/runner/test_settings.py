@@ -63,6 +63,8 @@ def test_precedence_cli_env_ini(
             "--cpci-shard needs 0 <= INDEX < TOTAL in INDEX/TOTAL, got '2/2' (from --cpci-shard)",
         ),
         (("--cpci-backend=mpi",), {}, "--cpci-backend must be one of auto, gloo, nccl"),
+        (("--cpci-launcher=forkx",), {}, "--cpci-launcher must be one of fork, torchrun"),
+        (("--cpci-launcher=torchrunx",), {}, "--cpci-launcher must be one of fork, torchrun"),
         (("--cpci-reruns=-1",), {}, "--cpci-reruns must be >= 0, got '-1' (from --cpci-reruns)"),
         (
             (),

@@ -131,13 +131,6 @@ def test_a_fork_server_with_cuda_initialised_falls_back_to_torchrun_once(tmp_pat
     assert [r["outcome"] for r in results(tmp_path / "r.jsonl")] == ["passed", "passed"]
 
 
-@pytest.mark.parametrize("launcher", ["fork", "torchrun"])
-def test_an_unknown_launcher_is_a_usage_error(tmp_path: Path, launcher: str) -> None:
-    result = run_pytest(tmp_path, f"--cpci-launcher={launcher}x")
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    assert "--cpci-launcher must be one of fork, torchrun" in result.stderr.str()
-
-
 #: Records, while the parent is still collecting, whether the fork server is already up and what
 #: it was told to preload. With THREAD set, it starts a thread in the parent first (as some
 #: plugins do): then the parent will not be fit to fork once collection is over.
