@@ -2,34 +2,38 @@
 
 The corpus's truth (`tests.server.verdict_corpus`: each config's failure rate and signatures,
 the broken stretches on main, each PR's injected regressions) is replayed with the runner's own
-rerun rule, `cpci.evidence.decide_rerun`, deciding after every attempt: main's runs build each
-config's record (the newest `--window` attempts, `analysis.flakiness.flake_record`, as the
-evidence summary builds it), and at each PR's head a failing config is rerun while the rule
-asks, weighed against the record at the PR's base. A config that failed every attempt is then
-judged as the service judges it (`cpci.evidence.flake_test`): the PR's, or a flake's.
-Printed per policy and seed (never enforced):
+rerun rule, `cpci.evidence.decide_rerun`, deciding after every attempt (no second copy of the
+rule here): main's runs build each config's record (the newest `--window` attempts,
+`analysis.flakiness.flake_record`, as the evidence summary builds it), and at each PR's head a
+failing config is rerun while the rule asks, weighed against the record at the PR's base. A
+config that failed every attempt is then judged as the service judges it
+(`cpci.evidence.flake_test` against the verdict threshold): the PR's, or a flake's. Printed per
+policy and seed (never enforced):
 
 - decidable regressions hidden (goal 0): injected regressions called a flake, among those the
-  chance test could call with the cap's attempts (cap + 1 failures reject a flake);
+  chance test could call with 3 failed attempts (the Action's default cap of 2 reruns);
 - false alarms (goal <= 1% of flaky failures): flaky failures (a config that is not broken
   failing its first attempt) called the PR's;
-- reruns per failing config (goal <= 1.0).
+- reruns per failing config (goal <= 1.0), and its floor: a flaky failure is told from a
+  regression with the flake's own signature only by a rerun that passes, so a rule that hides
+  nothing and raises no false alarm reruns each flaky failure at least once.
 
-Early flake detection: a flaky config new to the base branch (rate 0.1-0.3) gets
-`cpci.evidence.arrival_runs` extra runs; it is caught when its attempts hold a failure and a
-pass (FLAKY ON ARRIVAL), printed for K = 1, 2, 3 with the GPU time the extra runs cost.
+Then the frontier: adaptive reruns at each stop level (`RerunRule.stop_chance`) and cap, the
+same three figures, over the same seeds.
 
-    .venv/bin/python benchmarks/rerun_policies.py [--seeds 1 2 3 4 5] [--new-configs 2000]
+    .venv/bin/python benchmarks/rerun_policies.py [--seeds 1 2 3 4 5] [--stops 0.2 0.01]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import platform
 import random
 import sys
 from collections import defaultdict, deque
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,11 +42,11 @@ sys.path.insert(0, str(ROOT))  # the corpus lives with the tests
 from cpci.evidence import (  # noqa: E402
     EvidencePolicy,
     RerunRule,
-    arrival_runs,
     decide_rerun,
     flake_test,
     record_signature,
 )
+from cpci.evidence.reruns import STOP_CHANCE  # noqa: E402
 from cpci.schema import ConfigEvidence, FlakeRecord, ResultRecord, RunLink  # noqa: E402
 from cpci.server.analysis.flakiness import flake_record  # noqa: E402
 from cpci.server.analysis.observations import Observation  # noqa: E402
@@ -54,17 +58,27 @@ from tests.server.verdict_corpus import (  # noqa: E402
     _regressionfailure,
     build_corpus,
 )
-from tests.server.verdict_records import Failure, failure, record  # noqa: E402
+from tests.server.verdict_records import (  # noqa: E402
+    ATTEMPTS_WITH_RERUNS,
+    Failure,
+    failure,
+    record,
+)
 
 POLICIES: dict[str, RerunRule] = {
     "adaptive": RerunRule("adaptive", 2),
+    "adaptive-5": RerunRule("adaptive", 5),
     "fixed-2": RerunRule("fixed", 2),
     "none": RerunRule("fixed", 0),
 }
+STOPS = (0.2, 0.05, 0.02, 0.01, 0.005, 0.002)
+CAPS = (2, 5)
 
 
 @dataclass
 class Tally:
+    """One policy's counts over one or more seeds."""
+
     regressions: int = 0
     decidable: int = 0
     hidden: int = 0
@@ -73,6 +87,24 @@ class Tally:
     false_alarms: int = 0
     failing: int = 0
     reruns: int = 0
+
+    def add(self, other: Tally) -> None:
+        for f in fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+    @property
+    def false_alarm_share(self) -> float:
+        return self.false_alarms / max(self.flaky_failures, 1)
+
+    @property
+    def reruns_per_failing(self) -> float:
+        return self.reruns / max(self.failing, 1)
+
+    @property
+    def floor(self) -> float:
+        """Reruns per failing config of a rule with no false alarm and nothing hidden: one per
+        flaky failure at least."""
+        return self.flaky_failures / max(self.failing, 1)
 
 
 def run_config(
@@ -118,8 +150,10 @@ def observations(k: int, records: list[ResultRecord]) -> list[Observation]:
     ]
 
 
-def simulate(seed: int, rule: RerunRule, window: int, policy: EvidencePolicy) -> Tally:
-    corpus = build_corpus(CorpusSpec(seed=seed, reruns=False))
+def simulate(spec: CorpusSpec, rule: RerunRule, window: int, policy: EvidencePolicy) -> Tally:
+    """Main's runs, then every PR's head, with `rule` deciding each rerun."""
+    corpus = build_corpus(spec)
+    seed = spec.seed
     history: dict[str, deque[Observation]] = defaultdict(lambda: deque(maxlen=window))
     evidence_at: list[dict[str, ConfigEvidence]] = []
     for k in range(corpus.spec.main_runs):
@@ -159,7 +193,7 @@ def simulate(seed: int, rule: RerunRule, window: int, policy: EvidencePolicy) ->
             if regression is not None:
                 t.regressions += 1
                 decidable = not flake_test(
-                    record_, rule_cap_attempts(), sigs[:1] * 3, policy
+                    record_, ATTEMPTS_WITH_RERUNS, sigs[:1] * ATTEMPTS_WITH_RERUNS, policy
                 ).flake_explains
                 t.decidable += decidable
                 t.hidden += not called_pr
@@ -170,71 +204,72 @@ def simulate(seed: int, rule: RerunRule, window: int, policy: EvidencePolicy) ->
     return t
 
 
-def rule_cap_attempts() -> int:
-    """Attempts at the runner's default cap (2 reruns): what "decidable" is measured by."""
-    return 3
+def over_seeds(
+    spec: CorpusSpec, seeds: Sequence[int], rule: RerunRule, window: int
+) -> tuple[Tally, list[Tally]]:
+    """The rule's tally on each seed's corpus, and their sum. The verdict threshold and level
+    are the service's defaults, as the evidence summary states them."""
+    per_seed = [
+        simulate(
+            CorpusSpec(spec.configs, spec.main_runs, spec.prs, seed=s, reruns=False),
+            rule,
+            window,
+            rule.evidence,
+        )
+        for s in seeds
+    ]
+    total = Tally()
+    for t in per_seed:
+        total.add(t)
+    return total, per_seed
 
 
-def early_detection(
-    k: int, configs: int, seed: int, rule: RerunRule
-) -> tuple[dict[float, float], float]:
-    """Share of flaky new configs caught per rate, and the extra runs per new config."""
-    rng = random.Random(f"{seed}:arrival:{k}")
-    caught: dict[float, list[bool]] = defaultdict(list)
-    extra = 0
-    for _ in range(configs):
-        rate = rng.choice((0.1, 0.15, 0.2, 0.25, 0.3))
-        runs = arrival_runs(None, False, k)
-        extra += runs
-        draws = [rng.random() < rate for _ in range(1 + runs)]
-        # The first attempt's reruns (no history: rerun up to the cap) count too.
-        if draws[0]:
-            for _ in range(rule.cap):
-                again = rng.random() < rate
-                draws.append(again)
-                if not again:
-                    break
-        caught[rate].append(any(draws) and not all(draws))
-    return {r: sum(v) / len(v) for r, v in sorted(caught.items())}, extra / configs
+def row(label: str, t: Tally) -> str:
+    """One line of the table: `label` (policy and seed, or stop level and cap), the figures."""
+    return (
+        f"{label:16}  {t.hidden:3} ({t.hidden_decidable:3}/{t.decidable:3}) of "
+        f"{t.regressions:3}    {t.false_alarms:4}/{t.flaky_failures:5} ({t.false_alarm_share:6.2%})"
+        f"     {t.reruns_per_failing:5.2f}  (floor {t.floor:.2f})"
+    )
 
 
-def main() -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
     parser.add_argument("--window", type=int, default=100, help="attempts in a config's record")
-    parser.add_argument("--new-configs", type=int, default=4000)
-    args = parser.parse_args()
-    policy = EvidencePolicy()
+    parser.add_argument("--configs", type=int, default=200)
+    parser.add_argument("--main-runs", type=int, default=40)
+    parser.add_argument("--prs", type=int, default=40)
+    parser.add_argument("--stops", type=float, nargs="*", default=list(STOPS))
+    parser.add_argument("--caps", type=int, nargs="*", default=list(CAPS))
+    args = parser.parse_args(argv)
+    spec = CorpusSpec(args.configs, args.main_runs, args.prs, reruns=False)
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    print(f"rerun policies on the verdict corpus (200 configs, 40 main runs, 40 PRs); load {load}")
-    print("policy    seed  hidden(decidable)/regr  false alarms/flaky failures  reruns/failing")
+    seeds = " ".join(map(str, args.seeds))
+    print(
+        f"rerun policies on the verdict corpus ({spec.configs} configs, {spec.main_runs} main "
+        f"runs, {spec.prs} PRs; seeds {seeds}; {platform.machine()}, {os.cpu_count()} CPUs, "
+        f"load {load})"
+    )
+    print(f"adaptive: stop level {STOP_CHANCE:.0%}, cap 2 (the Action's reruns); adaptive-5: cap 5")
+    print("policy      seed  hidden (decidable)    false alarms/flaky failures  reruns/failing")
     for name, rule in POLICIES.items():
-        total = Tally()
-        for seed in args.seeds:
-            t = simulate(seed, rule, args.window, policy)
-            for field in vars(total):
-                setattr(total, field, getattr(total, field) + getattr(t, field))
-            print(
-                f"{name:9} {seed:4}  {t.hidden:2} ({t.hidden_decidable}/{t.decidable}) of "
-                f"{t.regressions:3}        {t.false_alarms:3}/{t.flaky_failures:4} "
-                f"({t.false_alarms / max(t.flaky_failures, 1):6.1%})         "
-                f"{t.reruns / max(t.failing, 1):.2f}"
-            )
-        print(
-            f"{name:9}  all  decidable hidden {total.hidden_decidable} (goal 0), all hidden "
-            f"{total.hidden}/{total.regressions}; false alarms "
-            f"{total.false_alarms / max(total.flaky_failures, 1):.1%} (goal <= 1%); reruns per "
-            f"failing config {total.reruns / max(total.failing, 1):.2f} (goal <= 1.0)"
-        )
-    print("early flake detection (flaky new configs, rates 0.1-0.3, adaptive reruns, cap 2):")
-    for k in (1, 2, 3):
-        shares, extra = early_detection(k, args.new_configs, args.seeds[0], POLICIES["adaptive"])
-        text = ", ".join(f"{r:.2f}: {s:.0%}" for r, s in shares.items())
-        high = [s for r, s in shares.items() if r >= 0.2]
-        print(
-            f"  K={k}: caught by rate {text}; rate >= 0.2: {min(high):.0%} at least "
-            f"(goal >= 90% at K=2); extra GPU time {extra:.0f} config run(s) per new config"
-        )
+        total, per_seed = over_seeds(spec, args.seeds, rule, args.window)
+        for s, t in zip(args.seeds, per_seed, strict=True):
+            print(row(f"{name:11} {s:>4}", t))
+        print(row(f"{name:11}  all", total))
+    if args.stops and args.caps:
+        print("frontier: adaptive reruns by stop level and cap, all seeds")
+        print("stop    cap       hidden (decidable)    false alarms/flaky failures  reruns/failing")
+        for cap in args.caps:
+            for stop in args.stops:
+                rule = RerunRule("adaptive", cap, stop_chance=stop)
+                total, _ = over_seeds(spec, args.seeds, rule, args.window)
+                print(row(f"{stop:<7g} {cap:>3}", total))
+    print(
+        "goals: decidable hidden 0, false alarms <= 1% of flaky failures, reruns per failing "
+        "config <= 1.0; floor: flaky failures per failing config (each needs a passing rerun)"
+    )
     return 0
 
 

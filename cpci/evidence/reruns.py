@@ -5,11 +5,19 @@ Every rerun costs a GPU attempt, so a failure is rerun only while a rerun can st
 the service will say about it (`docs/verdicts.md`, "Reruns"):
 
 - a pass ends it: the config is flaky (a pass after a failure), nothing more to learn;
-- a failure the chance test already calls the PR's ends it: the config's base-branch record
+- a failure no flake of the config would show ends it: the config's base-branch record
   (`ConfigEvidence`, from the evidence summary the runner fetched before the run) bounds its
-  failure rate by u, and u^k (times the new-signature share) below the threshold means no flake
-  fails like this, so another failure would not change the verdict;
+  failure rate by u, and the chance test's u^k (times the new-signature share) below the stop
+  level (`RerunRule.stop`, 1% by default) means a flake fails like this less than once in a
+  hundred runs of the config, so another failure would not change the verdict;
 - otherwise it is rerun alone, up to `cap` reruns (`--cpci-reruns`).
+
+The stop level is stricter than the verdict's threshold (`CPCI_FLAKE_CHANCE_THRESHOLD`, 20%) on
+purpose: stopping is a false alarm whenever the failure was a flake's, and at the threshold a
+rarely flaky config (u < 0.2) would stop at its first failure and be called the PR's every time
+it flaked. Below 1%, the runs that stop on a flake's failures are at most 1 in 100 of that
+config's runs, the false-alarm rate cpci aims at (once a flake has failed, its reruns all fail
+too with chance u^(k-1), at most 1%/u: the share of flaky failures measured in the docs).
 
 `fixed` is the rule before it: every failure rerun `cap` times, stopping at the first pass (the
 runner's fallback when the summary could not be fetched). The runner calls `decide_rerun` after
@@ -40,17 +48,21 @@ RERUN_OUTCOMES = FAILING_OUTCOMES - NOT_RUN_OUTCOMES
 DecisionKind = Literal[
     "passed", "not-a-failure", "decided", "cap", "undecided", "no-history", "fixed"
 ]
+#: The default stop level: a flake's run ends called the PR's at most once in 100 runs.
+STOP_CHANCE = 0.01
 
 
 @dataclass(frozen=True)
 class RerunRule:
     """How failures are rerun: `mode` (`--cpci-reruns-policy`), at most `cap` reruns of one
     failure (`--cpci-reruns`), weighed with `evidence` (the service's threshold and credible
-    level, as the evidence summary states them)."""
+    level, as the evidence summary states them); adaptive reruns stop once the chance is below
+    `stop_chance`, or below the threshold where that is stricter (`stop`)."""
 
     mode: RerunMode = "adaptive"
     cap: int = 2
     evidence: EvidencePolicy = field(default_factory=EvidencePolicy)
+    stop_chance: float = STOP_CHANCE
 
     def __post_init__(self) -> None:
         if self.mode not in RERUN_MODES:
@@ -59,6 +71,16 @@ class RerunRule:
             )
         if self.cap < 0:
             raise ValueError(f"the rerun cap must be >= 0, got {self.cap}")
+        if not 0 < self.stop_chance < 1:
+            raise ValueError(
+                f"the rerun stop level must be between 0 and 1, got {self.stop_chance}"
+            )
+
+    @property
+    def stop(self) -> float:
+        """The chance below which a failure is decided and its reruns stop: `stop_chance`,
+        never looser than the verdict's threshold (a service may judge by a stricter one)."""
+        return min(self.stop_chance, self.evidence.threshold)
 
 
 @dataclass(frozen=True)
@@ -114,8 +136,8 @@ def decide_rerun(
         f"{'; a new error signature' if test.novel_signature else ''}); a flake fails so with "
         f"chance {test.chance:.1%}"
     )
-    if not test.flake_explains:
-        why = f"decided after {len(attempts)} attempt(s): {numbers} < {test.threshold:.0%}"
+    if test.chance < rule.stop:
+        why = f"decided after {len(attempts)} attempt(s): {numbers} < {rule.stop:.1%}"
         return RerunDecision(False, why, "decided", test)
-    why = f"{numbers} >= {test.threshold:.0%}: rerun {done + 1} of at most {rule.cap}"
+    why = f"{numbers} >= {rule.stop:.1%}: rerun {done + 1} of at most {rule.cap}"
     return RerunDecision(True, why, "undecided", test)
