@@ -40,6 +40,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
+from cpci.evidence import RERUN_OUTCOMES
 from cpci.runner.parent.attempt_records import (
     AttemptRecord,
     Where,
@@ -319,9 +320,11 @@ class Scheduler:
 
     def _attempt(self, ran: AttemptRecord, world: World, group: Group, index: int) -> Attempt:
         """An attempt, shared if its world was fed others, with the configs its world ran before
-        it when a rerun may replay them (kept for failures only: a world may run thousands)."""
+        it when a rerun may replay them (kept for failures to rerun only: a world may run
+        thousands, and a passing new config's arrival runs replay none)."""
         shared = len(world.fed) > 1
-        if not self._policy.wants_rerun(ran.result, shared):
+        failed = ran.result.outcome in RERUN_OUTCOMES
+        if not failed or not self._policy.wants_rerun(ran.result, shared):
             return Attempt(ran, [], shared)
         before = world.fed[: world.fed.index(index)]
         return Attempt(ran, [group.configs[i] for i in before], shared)
