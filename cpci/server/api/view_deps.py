@@ -16,6 +16,7 @@ from fastapi import Depends, Query
 from cpci.schema import INT32_MAX, Outcome, PullRequestReport, ReportSectionName, ReportSectionPage
 from cpci.server.api.deps import (
     LinksDep,
+    PoliciesDep,
     PullNumber,
     PullReportPolicyDep,
     ReadableRepoDep,
@@ -26,6 +27,7 @@ from cpci.server.api.deps import (
 from cpci.server.crud.pull_report import pull_request_report, pull_request_section
 from cpci.server.views import grid
 from cpci.server.views.config_overview import config_overview
+from cpci.server.views.config_triage import config_triage
 from cpci.server.views.dashboard import build_dashboard
 from cpci.server.views.grid import GridFilter, build_grid
 from cpci.server.views.pull_page import pull_page
@@ -96,9 +98,20 @@ def grid_view(
 def config_view(
     repository: ReadableRepoDep,
     session: SessionDep,
+    policies: PoliciesDep,
+    links: LinksDep,
     key: Annotated[str, Query(alias="config", min_length=1, description="NODEID@WORLD_SIZE")],
 ) -> ConfigOverview:
-    return config_overview(session=session, repo=repository, key=key)
+    overview = config_overview(session=session, repo=repository, key=key)
+    triage = config_triage(
+        session=session,
+        repo=repository,
+        key=key,
+        report_policy=policies.pull_report,
+        policy=policies.quarantine,
+        links=links,
+    )
+    return overview.model_copy(update={"triage": triage})
 
 
 def run_view(

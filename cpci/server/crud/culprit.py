@@ -1,5 +1,5 @@
-"""What the culprit analysis reads: a trusted branch's first-parent chain from its tip, and one
-config's results on it.
+"""What the culprit analysis reads: a trusted branch's first-parent chain from its tip, and
+configs' results on it.
 
 The tip is the commit of the branch's newest run, unless another recent run's commit descends
 from it: a bisection run uploads an older commit of the branch after the tip's run, and must
@@ -7,6 +7,8 @@ not make the chain start below the tip.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from sqlmodel import Session
 
@@ -42,21 +44,22 @@ def branch_chain(*, session: Session, repo_id: int, branch: str, depth: int) -> 
     return chain[: depth + 1]
 
 
-def chain_history(
+def chain_histories(
     *,
     session: Session,
     repo_name: str,
-    config_pk: int,
+    config_pks: Sequence[int],
     branch: str,
     window: int,
     links: Links,
-) -> list[Observation]:
-    """The config's newest `window` results on `branch`'s own runs, oldest first."""
+) -> dict[int, list[Observation]]:
+    """Each config's newest `window` results on `branch`'s own runs, oldest first (one read for
+    all of them: the dashboard weighs every config failing at the tip at once)."""
     return observations(
         session=session,
         repo_name=repo_name,
-        config_pks=[config_pk],
+        config_pks=config_pks,
         window=window,
         links=links,
         branch=branch,
-    ).get(config_pk, [])
+    )

@@ -8,12 +8,14 @@ vouches for would let anyone point the bisection anywhere.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from sqlmodel import Session
 
 from cpci.schema.culprit import CulpritRange
 from cpci.server.analysis.culprit import find_culprit
 from cpci.server.core.policies import PullReportPolicy
-from cpci.server.crud.culprit import branch_chain, chain_history
+from cpci.server.crud.culprit import branch_chain, chain_histories
 from cpci.server.crud.repos import get_config
 from cpci.server.models import Repository
 from cpci.server.views.evidence import trusted_branch
@@ -35,24 +37,44 @@ def config_culprit(
     links: Links,
 ) -> CulpritRange:
     """Where `key` broke on the trusted `branch` (default: the default trusted branch)."""
-    assert repo.id is not None
     chosen = trusted_branch(repo, branch, policy)
     config = get_config(session=session, repo=repo, key=key)
     assert config.id is not None
-    chain = branch_chain(session=session, repo_id=repo.id, branch=chosen, depth=DEPTH)
-    history = chain_history(
+    found = branch_culprits(
+        session=session, repo=repo, keys={config.id: key}, branch=chosen, policy=policy, links=links
+    )
+    return found[key]
+
+
+def branch_culprits(
+    *,
+    session: Session,
+    repo: Repository,
+    keys: Mapping[int, str],
+    branch: str,
+    policy: PullReportPolicy,
+    links: Links,
+) -> dict[str, CulpritRange]:
+    """Each config's culprit on the trusted `branch` (the caller checked the trust), by key:
+    the chain read once, every config's history in one read."""
+    assert repo.id is not None
+    chain = branch_chain(session=session, repo_id=repo.id, branch=branch, depth=DEPTH)
+    history = chain_histories(
         session=session,
         repo_name=repo.name,
-        config_pk=config.id,
-        branch=chosen,
+        config_pks=list(keys),
+        branch=branch,
         window=len(chain) * RESULTS_PER_COMMIT,
         links=links,
     )
-    return find_culprit(
-        repository=repo.name,
-        branch=chosen,
-        config=key,
-        chain=chain,
-        history=history,
-        policy=policy.judge.evidence,
-    )
+    return {
+        key: find_culprit(
+            repository=repo.name,
+            branch=branch,
+            config=key,
+            chain=chain,
+            history=history.get(pk, []),
+            policy=policy.judge.evidence,
+        )
+        for pk, key in keys.items()
+    }

@@ -1,5 +1,6 @@
-"""The repository dashboard: recent runs of a branch, their pass-rate trend, flaky and slow
-configs, and pull requests with a quick verdict.
+"""The repository dashboard: recent runs of a branch, their pass-rate trend, the configs broken
+on it (a trusted branch: "broken since", from the culprit analysis), flaky and slow configs, and
+pull requests with a quick verdict.
 
 Outcome counts come from the per-shard digests, so a warm dashboard reads only the run and
 shard tables; the flakiness of the configs that failed recently is assessed from their history
@@ -24,8 +25,16 @@ from cpci.server.crud.pull_report import pull_request_report
 from cpci.server.crud.runs import MergedRun, config_keys, merge_runs
 from cpci.server.crud.shard_cache import ShardCache, repository_version
 from cpci.server.models import Repository, Result, Run, as_utc
+from cpci.server.views.culprit import branch_culprits
 from cpci.server.views.flaky import assess_configs
-from cpci.server.views.read_models import Dashboard, FlakyRow, PullRow, RunRow, SlowRow
+from cpci.server.views.read_models import (
+    BrokenRow,
+    Dashboard,
+    FlakyRow,
+    PullRow,
+    RunRow,
+    SlowRow,
+)
 from cpci.urls import Links
 
 TREND_RUNS = 50
@@ -33,6 +42,8 @@ TOP = 10
 FLAKY_CANDIDATES = 100
 PULLS = 10
 BRANCH_SAMPLE = 200
+#: Configs failing at the tip weighed for "broken since" (a storm's thousands are not).
+BROKEN_CANDIDATES = 50
 
 
 def default_view_branch(
@@ -96,9 +107,12 @@ def build_dashboard(
     merged = branch_runs(session=session, repo=repo, branch=branch, limit=TREND_RUNS)
     rows: list[RunRow] = []
     failed_in: Counter[int] = Counter()
+    failing_at_tip: list[int] = []
     for m in merged:
         tally = cache.tally(session=session, shard_ids=[s.id for s in m.shards.values() if s.id])
         failed_in.update(tally.failing | tally.rerun_flaky)
+        if m is merged[0]:
+            failing_at_tip = sorted(tally.failing)
         rows.append(
             RunRow(
                 run=m.ref(repo.name, links),
@@ -117,6 +131,16 @@ def build_dashboard(
         version,
         lambda: _flaky(session, repo, branch, failed_in, policy, links),
     )
+    trusted = branch is not None and policy.trusted.trusts(branch, repo.default_branch)
+    broken = (
+        cache.remember(
+            ("broken", repo.id, branch),
+            version,
+            lambda: _broken(session, repo, branch, failing_at_tip, policy, links),
+        )
+        if trusted and branch is not None and failing_at_tip
+        else []
+    )
     return Dashboard(
         repository=repo.name,
         branch=branch,
@@ -124,7 +148,36 @@ def build_dashboard(
         flaky=flaky,
         slowest=_slowest(session, repo, merged[0]) if merged else [],
         pulls=_pulls(session, repo, cache, policy, links),
+        broken=broken,
     )
+
+
+def _broken(
+    session: Session,
+    repo: Repository,
+    branch: str,
+    failing: list[int],
+    policy: PullReportPolicy,
+    links: Links,
+) -> list[BrokenRow]:
+    """The configs failing at the tip that the culprit analysis says broke (not a flake)."""
+    keys = config_keys(session=session, ids=failing[:BROKEN_CANDIDATES])
+    found = branch_culprits(
+        session=session, repo=repo, keys=keys, branch=branch, policy=policy, links=links
+    )
+    return [
+        BrokenRow(
+            config=key,
+            first_bad=c.first_bad,
+            last_good=c.last_good,
+            untested=len(c.untested),
+            culprit=c.culprit,
+            reason=c.reason,
+            page_url=urls.config(repo.name, key),
+        )
+        for key, c in sorted(found.items())
+        if c.status == "broken" and c.first_bad is not None and c.last_good is not None
+    ]
 
 
 def _flaky(

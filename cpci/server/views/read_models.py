@@ -19,11 +19,13 @@ from cpci.schema import (
     Environment,
     FlakinessAssessment,
     PullRequestReport,
+    QuarantineEntry,
     QuickVerdict,
     RunLink,
     RunRef,
     ShardProgress,
 )
+from cpci.schema.culprit import CulpritRange
 
 
 class EnvironmentPublic(Environment):
@@ -164,6 +166,19 @@ class PullRow(BaseModel):
     page_url: str
 
 
+class BrokenRow(BaseModel):
+    """A config failing at the branch's tip that the culprit analysis says broke there (the
+    chance test rejects a flake): since which commit, or between which."""
+
+    config: str
+    first_bad: str = Field(description="broken since: the oldest commit of the failing stretch")
+    last_good: str = Field(description="the newest commit before it that the config passed on")
+    untested: int = Field(description="commits between the two that never ran it")
+    culprit: str | None = Field(description="the commit that broke it, once one suspect is left")
+    reason: str
+    page_url: str
+
+
 class Dashboard(BaseModel):
     repository: str
     branch: str | None = Field(description="the branch shown (default: the most used one)")
@@ -171,6 +186,10 @@ class Dashboard(BaseModel):
     flaky: list[FlakyRow]
     slowest: list[SlowRow] = Field(description="from the newest run of the branch")
     pulls: list[PullRow]
+    broken: list[BrokenRow] = Field(
+        default_factory=list,
+        description="configs broken on a trusted branch shown, worst first (none on others)",
+    )
 
 
 class TimelineCell(BaseModel):
@@ -224,6 +243,31 @@ class PlaceStats(BaseModel):
     environment: EnvironmentPublic | None = None
 
 
+class PolluterPair(BaseModel):
+    """A predecessor (or the smallest set of them) the config failed after, as the runner's
+    bisection named it, and how many of its results named it."""
+
+    polluters: list[str] = Field(description="node ids; one: the polluter")
+    count: int
+    text: str = Field(description="'fails after X', or the set that only fails it together")
+
+
+class ConfigTriage(BaseModel):
+    """What a maintainer acts on for one config on the default trusted branch."""
+
+    branch: str = Field(description="the default trusted branch, whose runs these are")
+    culprit: CulpritRange | None = Field(
+        description="where it broke on `branch`; None: it never ran there"
+    )
+    quarantine: QuarantineEntry | None = Field(description="its open quarantine, if any")
+    release_rate: float = Field(description="CPCI_QUARANTINE_RELEASE_RATE: the release's target")
+    level: float = Field(description="the credible level the release is weighed at")
+    order_dependence: list[PolluterPair] = Field(description="most often seen first")
+    order_dependence_runs: list[str] = Field(
+        description="CI run ids the order-dependent results were in, newest first"
+    )
+
+
 class ConfigOverview(BaseModel):
     repository: str
     config: str
@@ -235,6 +279,9 @@ class ConfigOverview(BaseModel):
     runners: list[PlaceStats]
     environments: list[PlaceStats]
     elsewhere: str | None = Field(description="a runner fails where others pass, if any")
+    triage: ConfigTriage | None = Field(
+        default=None, description="where it broke, its quarantine, the order dependences seen"
+    )
 
 
 #: A grid cell: what a config did at a commit (`TimelineCell.state`), "" where it did not run.
