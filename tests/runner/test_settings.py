@@ -83,6 +83,12 @@ def test_precedence_cli_env_ini(
             "--cpci-new-config-share must be > 0 and <= 1, got '1.5' "
             "(from environment variable CPCI_NEW_CONFIG_SHARE)",
         ),
+        (
+            ("--cpci-durations=ftp://x/durations",),
+            {},
+            "--cpci-durations must be a file path or an http:// or https:// URL, got "
+            "'ftp://x/durations' (from --cpci-durations)",
+        ),
         (("--cpci-evidence=ftp://x/evidence",), {}, "--cpci-evidence must be a file path or"),
     ],
 )

@@ -175,10 +175,3 @@ def test_the_plan_names_its_hash_and_writes_it_beside_the_results(
     )
     plan = ShardPlan.model_validate_json((pytester.path / "r.jsonl.plan.json").read_text())
     assert (plan.shard_index, plan.shard_total, plan.plan_hash, plan.configs) == (1, 2, expected, 4)
-
-
-def test_a_bad_durations_flag_is_a_usage_error(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile("def test_t():\n    pass\n")
-    run = pytester.runpytest_subprocess("--cpci-durations=ftp://x/durations")
-    assert run.ret == pytest.ExitCode.USAGE_ERROR
-    run.stderr.fnmatch_lines(["*--cpci-durations must be a file path or an http*://*URL*"])
