@@ -4,9 +4,10 @@ A world takes its group's queue in order, up to the per-world cap; a crash or ha
 config in flight and gives the unbegun ones back to a fresh world; only worlds in a row that run
 no config count towards the respawn cap, after which the group gives up; failures are rerun, each
 attempt alone in a fresh world, once the queues are empty; a scheduler error keeps what was
-agreed and requeues the rest; nothing of a config passes after its final record. The real worlds'
-side of these is proven end to end in `test_faults.py`, `test_pool.py`, `test_reruns.py`,
-`test_isolation.py` and `test_session.py`.
+agreed and requeues the rest; nothing of a config passes after its final record; several
+workers share a group's queue. A real world's crash, hang and failed start are proven once each
+in `test_faults.py`, reruns and isolation in `test_reruns.py` and `test_isolation.py`, what
+the session makes of a scheduler error in `test_session.py`.
 """
 
 from __future__ import annotations
