@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
-from cpci.evidence import RerunMode
+from cpci.evidence import DEFAULT_CAPS, RerunMode
 from cpci.github import CommentMode, FailOn
 from cpci.upload.credentials import AuthMethod
 from cpci.upload.settings import UploadSettings
@@ -34,8 +34,9 @@ class ActionSettings(BaseModel):
     #: The most configs one world runs (None: no cap, worlds take their queue to the end).
     batch_size: int | None = Field(default=None, ge=1)
     workers: int = Field(default=1, ge=1)
-    #: Same-commit reruns of each failed config (the service needs k of k to call it broken).
-    reruns: int = Field(default=2, ge=0)
+    #: The most same-commit reruns of a failed config; None: the policy's default
+    #: (`cpci.evidence.DEFAULT_CAPS`: 5 under adaptive, 2 under fixed), `rerun_cap`.
+    reruns: int | None = Field(default=None, ge=0)
     #: adaptive: a failure is rerun only while the base branch's evidence cannot decide it.
     reruns_policy: RerunMode = "adaptive"
     #: Extra fresh-world runs of a config new to the base branch or whose test file changed.
@@ -97,6 +98,11 @@ class ActionSettings(BaseModel):
             auth=self.auth,
             oidc_audience=self.oidc_audience or None,
         )
+
+    @property
+    def rerun_cap(self) -> int:
+        """`--cpci-reruns`: the `reruns` input, else the default of the rerun policy."""
+        return DEFAULT_CAPS[self.reruns_policy] if self.reruns is None else self.reruns
 
     @property
     def extra_pytest_args(self) -> list[str]:

@@ -90,7 +90,7 @@ def pytest_command(
         f"--cpci-workers={settings.workers}",
         # Reruns and isolation by default: a verdict needs same-commit evidence, and an
         # order-dependent failure must not pass for a flaky one.
-        f"--cpci-reruns={settings.reruns}",
+        f"--cpci-reruns={settings.rerun_cap}",
         f"--cpci-reruns-policy={settings.reruns_policy}",
         f"--cpci-new-config-runs={settings.new_config_runs}",
         *([f"--cpci-evidence={evidence}"] if evidence else []),

@@ -22,6 +22,7 @@ from cpci.evidence.chance import EvidencePolicy, flake_test, tally_signatures
 from cpci.evidence.credible import jeffreys_upper
 from cpci.evidence.release import MOST_PASSES, passes_to_release, releasable
 from cpci.evidence.reruns import (
+    DEFAULT_CAPS,
     RERUN_MODES,
     RERUN_OUTCOMES,
     DecisionKind,
@@ -33,6 +34,7 @@ from cpci.evidence.reruns import (
 from cpci.evidence.signatures import culprit_error, record_signature, signature
 
 __all__ = [
+    "DEFAULT_CAPS",
     "MOST_PASSES",
     "RERUN_MODES",
     "RERUN_OUTCOMES",

@@ -50,6 +50,12 @@ DecisionKind = Literal[
 ]
 #: The default stop level: a flake's run ends called the PR's at most once in 100 runs.
 STOP_CHANCE = 0.01
+#: The Action's rerun cap for each mode when its `reruns` input is left empty. Adaptive spends a
+#: rerun only while the evidence cannot decide, so a higher cap costs little and lets a flake
+#: pass where two straight failures of a 30% flake would be called the PR's: on the verdict
+#: corpus (docs/verdicts.md, "Reruns") cap 5 gave 1.1% false alarms at 1.32 reruns per failing
+#: config, cap 2 6.0% at 1.23; fixed reruns every failure to the cap, so it keeps 2.
+DEFAULT_CAPS: dict[RerunMode, int] = {"adaptive": 5, "fixed": 2}
 
 
 @dataclass(frozen=True)
