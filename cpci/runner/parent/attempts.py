@@ -157,7 +157,7 @@ def _arrive(first: Attempt, policy: RerunPolicy, run: RunInFreshWorld, send: Sen
                 f"{budget.share:.0%} of the shard's time (--cpci-new-config-share)"
             )
             break
-        why = f"new config ({why_new}): arrival run {i} of {k} (--cpci-new-config-runs)"
+        why = f"new config: arrival run {i} of {k} (--cpci-new-config-runs): {why_new}"
         ran = attempts.run(run, [first.record.spec], why, arrival=True)
         if budget is not None:
             budget.spent(estimate, attempts.latest.result.duration_s if ran else 0.0)

@@ -312,7 +312,7 @@ def test_a_new_config_that_passes_gets_its_arrival_runs_all_marked() -> None:
         (3, True),
     ]
     assert worlds.reasons() == [
-        "new config (no history on the base branch): arrival run 1 of 2 (--cpci-new-config-runs)"
+        "new config: arrival run 1 of 2 (--cpci-new-config-runs): no history on the base branch"
     ]
     assert (final.result.outcome, final.result.stop_reason) == (
         "passed",
@@ -363,3 +363,14 @@ def test_a_config_neither_new_nor_changed_gets_no_arrival_runs() -> None:
     assert policy.arrival_runs(_attempt("passed", 1).result) == 0
     assert not policy.wants_rerun(_attempt("passed", 1).result, shared=True)
     assert _arrival_policy(2).wants_rerun(_attempt("passed", 1).result, shared=True)
+
+
+def test_a_known_config_whose_test_file_changed_gets_arrival_runs_and_says_why() -> None:
+    known = _evidence(0, 50)
+    changed = RunEvidence(known.summary, "e.json", changed=frozenset({"t.py"}))
+    worlds = Worlds("passed")
+    final = worlds.settle(RerunPolicy(new_config_runs=1, evidence=changed), [], first="passed")
+    assert final.record.result.rerun_reason == (
+        "new config: arrival run 1 of 1 (--cpci-new-config-runs): its test file changed "
+        "(--cpci-changed-files)"
+    )

@@ -225,7 +225,7 @@ def test_adaptive_reruns_and_arrival_runs_follow_the_evidence_file(tmp_path: Pat
     arriving = [r for r in records if r["nodeid"].endswith("test_arriving")]
     assert ["arrival" in r for r in arriving] == [False, True]
     assert arriving[1]["rerun_reason"] == (
-        "new config (no history on the base branch): arrival run 1 of 2 (--cpci-new-config-runs)"
+        "new config: arrival run 1 of 2 (--cpci-new-config-runs): no history on the base branch"
     )
     assert arriving[1]["rank_errors"][0]["message"] == (
         "flaky on arrival: passed its first run, then failed arrival run 1 of 2, alone in a "
