@@ -18,6 +18,8 @@ from cpci.server.models import Result, Run, Shard
 
 #: Shards read at most: the newest where the config was found order-dependent.
 SHARDS = 20
+#: Order-dependent results of the config read per shard wanted (its replays' attempts share one).
+PER_SHARD = 4
 
 
 @dataclass(frozen=True)
@@ -37,7 +39,7 @@ def order_dependence_seen(
         select(Result.shard_id)
         .where(Result.config_id == config_pk, Result.isolation == "order-dependent")
         .order_by(col(Result.id).desc())
-        .limit(shards * 4)
+        .limit(shards * PER_SHARD)
     )
     ids = list(dict.fromkeys(session.exec(newest)))[:shards]
     if not ids:
