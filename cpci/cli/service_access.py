@@ -58,15 +58,13 @@ def service_client(args: argparse.Namespace) -> ServiceClient:
 
 def refused(exc: UploadFailed, doing: str, *, writes: bool) -> CommandError:
     """The service's refusal of `doing` with what to do about it."""
-    hint = {
-        0: "",  # the message says to check the server URL
-        401: f"give a token of this repository (--token or CPCI_TOKEN); {MAKE_TOKEN}",
-        403: (
-            f"this takes a token of scope branch for this repository; {MAKE_TOKEN}"
-            if writes
-            else "this repository's pages are not public: give a token of it (--token)"
-        ),
-    }.get(exc.status, "")
+    # No answer: the message says to check the server URL. A read's 403 (an untrusted branch),
+    # a 404 and a 409 say what to do in the service's own words.
+    hint = ""
+    if exc.status == 401:
+        hint = f"give a token of this repository (--token or CPCI_TOKEN); {MAKE_TOKEN}"
+    elif exc.status == 403 and writes:
+        hint = f"this takes a token of scope branch for this repository; {MAKE_TOKEN}"
     return CommandError(f"{doing}: {exc}" + (f" ({hint})" if hint else ""))
 
 

@@ -92,6 +92,7 @@ def test_refusals_say_what_to_do(
     err = capsys.readouterr().err
     assert "403" in err
     assert "not a trusted branch" in err
+    assert "scope branch" not in err  # a read: the service's reason is the whole story
     assert main(["culprit", REPO, config("nobody"), "--server", service.url]) == 1
     assert "404" in capsys.readouterr().err
 
