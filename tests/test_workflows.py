@@ -440,6 +440,7 @@ def test_the_culprit_job_runs_one_config_on_dispatch_with_the_branch_token_only(
         ("tests/test_cp.py::test_attn[p2p]", "a" * 40, "true", "NODEID@WORLD_SIZE"),
         ("tests/test_cp.py::test_attn[p2p]@2", "a" * 40, "false", "pass cpci-branch-token"),
         ("x@2; rm -rf /", "$(id)" + "a" * 35, "true", "must be a full commit sha"),
+        ("t.py::x@2\ntests=/etc", "a" * 40, "true", "has white space"),
     ],
 )
 def test_the_culprit_jobs_check_refuses_what_it_cannot_bisect(
