@@ -34,11 +34,13 @@ from cpci.server.core.db import create_db_engine
 from cpci.server.core.migrate import upgrade
 from cpci.server.crud.tokens import create_token
 from cpci.server.devpg import free_port
+from cpci.server.packed import OUTCOME_CODE, pack_batch, pack_metrics
 
 REPO = "bench/ui"
 CONFIGS, SHARDS, PULLS = 2_000, 2, 10
 TARGET_MS = 150.0
 START = datetime(2025, 1, 1, tzinfo=timezone.utc)
+METRIC_IDS = {"max_abs_err": 1}
 
 
 def outcome(config: int, run: int) -> str:
@@ -68,7 +70,12 @@ def seed(path: Path, results: int, configs: int = CONFIGS, shards: int = SHARDS)
         "VALUES (1, ?, ?, 2, ?)",
         [(f"t::c[{c}]@2", f"t::c[{c}]", json.dumps({"n": c})) for c in range(configs)],
     )
+    conn.executemany(
+        "INSERT INTO metric_name (id, name) VALUES (?, ?)",
+        [(pk, name) for name, pk in METRIC_IDS.items()],
+    )
     per_shard = configs // shards
+    next_id = 0
     for r in range(runs):
         pull = r - main_runs + 1 if r >= main_runs else None
         commit = f"{r + 1:040x}"
@@ -103,39 +110,34 @@ def seed(path: Path, results: int, configs: int = CONFIGS, shards: int = SHARDS)
                     when + timedelta(minutes=21),
                 ),
             ).lastrowid
-            rows = []
+            rows, details = [], []
             for c in range(s * per_shard, (s + 1) * per_shard):
                 result = outcome(c, r)
-                errors = (
-                    json.dumps(
-                        [
-                            {
-                                "rank": 0,
-                                "phase": "call",
-                                "message": f"max abs err {r * 1e-3:.4f} > tol at 0x{c:x}",
-                            }
-                        ]
-                    )
-                    if result == "failed"
-                    else None
-                )
+                next_id += 1
+                if result == "failed":
+                    message = f"max abs err {r * 1e-3:.4f} > tol at 0x{c:x}"
+                    errors = [{"rank": 0, "phase": "call", "message": message}]
+                    details.append((next_id, json.dumps(errors)))
+                batch = {"index": (c % per_shard) // 16, "world": 0, "size": 16}
                 rows.append(
                     (
-                        run_id,
+                        next_id,
                         shard_id,
                         c + 1,
-                        result,
+                        OUTCOME_CODE[result],
                         1.0 + (c % 50) * 0.1 + (r % 7) * 0.01,
-                        errors,
-                        json.dumps({"max_abs_err": 1e-4 * (1 + (r + c) % 9)}),
-                        json.dumps({"index": (c % per_shard) // 16, "world": 0, "size": 16}),
+                        pack_metrics({"max_abs_err": 1e-4 * (1 + (r + c) % 9)}, METRIC_IDS),
+                        pack_batch(batch),
                     )
                 )
             conn.executemany(
-                "INSERT INTO result (run_id, shard_id, config_id, environment_id, outcome, "
-                "duration_s, attempt, flaky, rank_errors, metrics, batch, arrival) "
-                "VALUES (?, ?, ?, 1, ?, ?, 1, 0, ?, ?, ?, 0)",
+                "INSERT INTO result (id, shard_id, config_id, outcome, duration_s, metrics, "
+                "batch, attempt, isolation, flaky, arrival) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, 1, 0, 0, 0)",
                 rows,
+            )
+            conn.executemany(
+                "INSERT INTO result_detail (result_id, rank_errors) VALUES (?, ?)", details
             )
     conn.execute("COMMIT")
     conn.execute("ANALYZE")

@@ -1,8 +1,8 @@
 """Database tables and their public views, in the Base / table / Public families.
 
 A run is one CI run attempt of one repository; it arrives as shards, each holding the results of
-many configs. Results carry their run and config ids so the two hot queries (one config's history,
-one run's results) each walk a single index.
+many configs. Results carry their shard and config ids so the two hot queries (one config's
+history, one run's results through its shards) each walk a single index.
 """
 
 from __future__ import annotations
@@ -15,14 +15,17 @@ from sqlalchemy import (
     BigInteger,
     Column,
     DateTime,
+    ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     UniqueConstraint,
     text,
 )
 from sqlmodel import Field, SQLModel
 
 from cpci.schema import ENVIRONMENT_LENGTHS
+from cpci.server.packed import IsolationCode, OutcomeCode
 
 #: Named constraints, so migrations can alter them on SQLite (batch mode) and PostgreSQL alike.
 SQLModel.metadata.naming_convention = {
@@ -216,32 +219,56 @@ class ConfigPublic(ConfigBase):
 
 
 class Result(SQLModel, table=True):
+    """One attempt of one config in one shard, in the fewest bytes (`cpci.server.packed`): its
+    run and environment are its shard's, its outcome and isolation small codes, its metrics
+    interned names with float64 values, its batch four numbers. What most results lack (rank
+    errors, rerun and stop reasons, order dependence) is a `ResultDetail` row of its own.
+    Columns are ordered widest first and none is NULL, so PostgreSQL pads nothing and keeps no
+    null bitmap. Two indexes: one config's history, newest first, and one shard's results."""
+
     __table_args__ = (
         Index("ix_result_config_id_id", "config_id", "id"),
-        Index("ix_result_run_id", "run_id"),
         Index("ix_result_shard_id", "shard_id"),
     )
     id: int | None = Field(default=None, sa_column=Column(_BIG_ID, primary_key=True))
-    run_id: int = Field(foreign_key="run.id")
+    duration_s: float
     shard_id: int = Field(foreign_key="shard.id")
     config_id: int = Field(foreign_key="config.id")
-    environment_id: int = Field(foreign_key="environment.id")
-    outcome: str = Field(max_length=16)
-    duration_s: float
     attempt: int = 1
+    outcome: str = Field(sa_type=OutcomeCode)
+    isolation: str | None = Field(default=None, sa_type=IsolationCode, nullable=False)
     flaky: bool = False
-    isolation: str | None = Field(default=None, max_length=32)
+    arrival: bool = Field(default=False, description="an extra run of a config new to the branch")
+    metrics: bytes = Field(
+        default=b"", sa_type=LargeBinary, description="(metric_name id, float64) pairs, packed"
+    )
+    batch: bytes = Field(default=b"", sa_type=LargeBinary, description="BatchInfo, packed")
+
+
+class ResultDetail(SQLModel, table=True):
+    """What a result holds beyond its numbers, only for the results that have any of it: a
+    failure's rank errors, a rerun's reasons, what bisection found."""
+
+    __tablename__ = "result_detail"
+    result_id: int = Field(
+        sa_column=Column(_BIG_ID, ForeignKey("result.id"), primary_key=True, autoincrement=False)
+    )
     rank_errors: list[dict[str, Any]] | None = _json()
-    metrics: dict[str, float] | None = _json()
-    batch: dict[str, int] | None = _json()
     rerun_reason: str | None = Field(
         default=None, max_length=2000, description="why this attempt was a rerun (attempts >= 2)"
     )
     stop_reason: str | None = Field(
         default=None, max_length=2000, description="the final attempt: why the reruns stopped"
     )
-    arrival: bool = Field(default=False, description="an extra run of a config new to the branch")
     order_dependence: dict[str, Any] | None = _json()  # cpci.schema.OrderDependence
+
+
+class MetricName(SQLModel, table=True):
+    """A metric's name, stored once: results refer to it by id (`packed.pack_metrics`)."""
+
+    __tablename__ = "metric_name"
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(max_length=200, unique=True)
 
 
 class Quarantine(SQLModel, table=True):

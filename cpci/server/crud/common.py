@@ -15,6 +15,8 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 from sqlmodel import Session, SQLModel
 
+from cpci.server.packed import metric_ids
+
 T = TypeVar("T")
 
 #: Stay well under SQLite's and psycopg's bound-parameter limits.
@@ -122,6 +124,17 @@ def _driver_cursor(connection: Connection, sql: str) -> Iterator[Any]:
         raise DBAPIError.instance(sql, None, exc, dbapi_error, dialect=connection.dialect) from exc
     finally:
         cursor.close()
+
+
+def metric_names(session: Session, packed: Iterable[bytes | memoryview | None]) -> dict[int, str]:
+    """The names of the metrics stored `packed` values refer to, by id (one query; read them
+    back with `cpci.server.packed.unpack_metrics`)."""
+    ids = set().union(*(metric_ids(p) for p in packed))
+    if not ids:
+        return {}
+    member, values = one_of(session, sorted(ids))
+    rows = fetch_rows(session, f"SELECT id, name FROM metric_name WHERE id{member}", values)
+    return {int(pk): str(name) for pk, name in rows}
 
 
 def one_of(session: Session, values: Iterable[Any]) -> tuple[str, Any]:

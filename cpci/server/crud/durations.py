@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from sqlmodel import Session
 
 from cpci.server.crud.common import fetch_rows, one_of
+from cpci.server.packed import OUTCOME_CODE
 
 #: Attempts of one CI run are separate run rows; read this many rows per CI run wanted.
 ATTEMPTS_PER_RUN = 4
@@ -70,8 +71,9 @@ def branch_durations(*, session: Session, repo_id: int, branch: str, runs: int) 
     seconds: dict[str, list[float]] = defaultdict(list)
     for nodeid, duration in fetch_rows(
         session,
-        "SELECT c.nodeid, r.duration_s FROM result r JOIN config c ON c.id = r.config_id "
-        f"WHERE r.run_id{membership} AND r.outcome = 'passed'",
+        "SELECT c.nodeid, r.duration_s FROM shard s JOIN result r ON r.shard_id = s.id "
+        f"JOIN config c ON c.id = r.config_id WHERE s.run_id{membership} "
+        f"AND r.outcome = {OUTCOME_CODE['passed']}",
         ids,
     ):
         seconds[nodeid].append(float(duration))

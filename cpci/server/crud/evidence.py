@@ -19,11 +19,12 @@ from cpci.server.analysis.flakiness import FlakinessPolicy, assess_flakiness
 from cpci.server.crud.common import fetch_rows, one_of
 from cpci.server.crud.durations import newest_branch_runs
 from cpci.server.crud.history import observations
+from cpci.server.packed import outcome_codes
 from cpci.urls import Links
 
 #: Outcomes the aggregate counts, as `analysis.observations.Observation` does.
-_FAILED = "('failed', 'error', 'crashed', 'timeout')"
-_PASSED = "('passed', 'xfailed', 'xpassed')"
+_FAILED = outcome_codes(("failed", "error", "crashed", "timeout"))
+_PASSED = outcome_codes(("passed", "xfailed", "xpassed"))
 
 
 @dataclass(frozen=True)
@@ -64,8 +65,8 @@ def branch_evidence(
         "SELECT c.id, c.key, COUNT(DISTINCT u.ci_run_id), "
         f"SUM(CASE WHEN r.outcome IN {_PASSED} THEN 1 ELSE 0 END), "
         f"SUM(CASE WHEN r.outcome IN {_FAILED} OR r.flaky THEN 1 ELSE 0 END) "
-        "FROM result r JOIN run u ON u.id = r.run_id JOIN config c ON c.id = r.config_id "
-        f"WHERE r.run_id{member} GROUP BY c.id, c.key",
+        "FROM shard s JOIN run u ON u.id = s.run_id JOIN result r ON r.shard_id = s.id "
+        f"JOIN config c ON c.id = r.config_id WHERE s.run_id{member} GROUP BY c.id, c.key",
         ids,
     )
     configs: dict[str, ConfigRecord] = {}

@@ -11,6 +11,7 @@ from cpci.evidence import culprit_error, signature
 from cpci.schema import FAILING_OUTCOMES, RunLink
 from cpci.server.analysis.observations import Observation
 from cpci.server.crud.common import chunks, fetch_rows, from_json
+from cpci.server.packed import OUTCOME_NAME
 from cpci.urls import Links
 
 #: Configs per statement of `observations` (SQLite allows 500 terms in a UNION ALL).
@@ -46,9 +47,10 @@ def observations(
     if exclude_commit is not None:
         where, also = where + ' AND u."commit" <> ?', (*also, exclude_commit)
     latest = (
-        "SELECT * FROM (SELECT r.id, r.config_id, r.environment_id, r.outcome, r.flaky, "
-        'r.rank_errors, u.id, u.ci_run_id, u.ci_attempt, u."commit", u.pull_request '
-        f"FROM result r JOIN run u ON u.id = r.run_id WHERE r.config_id = ?{where} "
+        "SELECT * FROM (SELECT r.id, r.config_id, s.environment_id, r.outcome, r.flaky, "
+        'd.rank_errors, u.id, u.ci_run_id, u.ci_attempt, u."commit", u.pull_request '
+        "FROM result r JOIN shard s ON s.id = r.shard_id JOIN run u ON u.id = s.run_id "
+        f"LEFT JOIN result_detail d ON d.result_id = r.id WHERE r.config_id = ?{where} "
         "ORDER BY r.id DESC LIMIT ?) AS latest_{n}"
     )
     run_links: dict[tuple[str, int, str], RunLink] = {}  # many configs share each run
@@ -65,6 +67,7 @@ def observations(
             if link is None:
                 link = run_link(ci_run_id, attempt, commit, repo_name, links)
                 run_links[(ci_run_id, attempt, commit)] = link
+            outcome = OUTCOME_NAME[outcome]
             failed = outcome in FAILING_OUTCOMES and errors is not None
             out[config_pk].append(
                 Observation(

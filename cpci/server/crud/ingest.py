@@ -30,26 +30,32 @@ from cpci.server.core.quotas import UploadRate, check_upload_rate
 from cpci.server.crud.common import bulk_insert, fetch_rows, insert_missing, json_text, one_of
 from cpci.server.crud.quotas import nth_latest_upload
 from cpci.server.crud.repos import bind_github_id, ensure_environment, ensure_repository
-from cpci.server.models import Config, EnvironmentFingerprint, Result, Run, Shard, utcnow
+from cpci.server.models import (
+    Config,
+    EnvironmentFingerprint,
+    MetricName,
+    Result,
+    ResultDetail,
+    Run,
+    Shard,
+    utcnow,
+)
+from cpci.server.packed import ISOLATION_CODE, OUTCOME_CODE, pack_batch, pack_metrics
 
 RESULT_COLUMNS = (
-    "run_id",
+    "id",
+    "duration_s",
     "shard_id",
     "config_id",
-    "environment_id",
-    "outcome",
-    "duration_s",
     "attempt",
-    "flaky",
+    "outcome",
     "isolation",
-    "rank_errors",
+    "flaky",
+    "arrival",
     "metrics",
     "batch",
-    "rerun_reason",
-    "stop_reason",
-    "arrival",
-    "order_dependence",
 )
+DETAIL_COLUMNS = ("result_id", "rank_errors", "rerun_reason", "stop_reason", "order_dependence")
 CONFIG_COLUMNS = ("repository_id", "key", "nodeid", "world_size", "params")
 
 #: Run fields every shard of a run must agree on.
@@ -141,28 +147,38 @@ def ingest_shard(
     keys = [r.config_key for r in envelope.results]
     config_pks = _ensure_configs(session=session, repo_id=repo_id, envelope=envelope, keys=keys)
     run_id, shard_id = run.id, shard.id  # plain ints: ORM attributes cost per access
+    results = envelope.results
+    names = _metric_ids(session, {name for r in results for name in r.metrics})
+    ids = _result_ids(session, len(results))
     rows = [
         (
-            run_id,
+            pk,
+            r.duration_s,
             shard_id,
             config_pks[key],
-            env_id,
-            r.outcome,
-            r.duration_s,
             r.attempt,
+            OUTCOME_CODE[r.outcome],
+            ISOLATION_CODE[r.isolation],
             r.flaky,
-            r.isolation,
+            r.arrival,
+            pack_metrics(r.metrics, names),
+            pack_batch(r.batch.model_dump()) if r.batch is not None else b"",
+        )
+        for pk, key, r in zip(ids, keys, results, strict=True)
+    ]
+    details = [
+        (
+            pk,
             json_text(r.rank_errors),
-            json_text(r.metrics),
-            json_text(r.batch),
             r.rerun_reason,
             r.stop_reason,
-            r.arrival,
             json_text(r.order_dependence),
         )
-        for key, r in zip(keys, envelope.results, strict=True)
+        for pk, r in zip(ids, results, strict=True)
+        if r.rank_errors or r.rerun_reason or r.stop_reason or r.order_dependence
     ]
     bulk_insert(session=session, model=Result, columns=RESULT_COLUMNS, rows=rows)
+    bulk_insert(session=session, model=ResultDetail, columns=DETAIL_COLUMNS, rows=details)
     return Ingested("stored", run_id, shard_id, len(rows))
 
 
@@ -315,3 +331,27 @@ def _config_pks(session: Session, repo_id: int, keys: Iterable[str]) -> dict[str
         values,
     )
     return dict(rows)
+
+
+def _result_ids(session: Session, n: int) -> list[int]:
+    """Ids for `n` new results, so that their detail rows can name them before either is
+    written: PostgreSQL's sequence hands them out (concurrent uploads take other ones); on
+    SQLite this upload holds the write lock (its shard is written), so the next ids are free."""
+    if n == 0:
+        return []
+    if session.get_bind().dialect.name == "postgresql":
+        rows = fetch_rows(session, "SELECT nextval('result_id_seq') FROM generate_series(1, ?)", n)
+        return [pk for (pk,) in rows]
+    ((top,),) = fetch_rows(session, "SELECT COALESCE(MAX(id), 0) FROM result")
+    return list(range(top + 1, top + 1 + n))
+
+
+def _metric_ids(session: Session, names: set[str]) -> dict[str, int]:
+    """The metric_name ids of `names`, creating the names not seen before."""
+    if not names:
+        return {}
+    insert_missing(
+        session=session, model=MetricName, rows=[{"name": n} for n in sorted(names)], keys=["name"]
+    )
+    member, values = one_of(session, names)
+    return dict(fetch_rows(session, f"SELECT name, id FROM metric_name WHERE name{member}", values))

@@ -54,6 +54,7 @@ from cpci.server.crud.quarantine import open_quarantines
 from cpci.server.crud.runs import MergedRun, config_keys, merge_runs, results_of
 from cpci.server.crud.shard_cache import ShardCache
 from cpci.server.models import Repository, Run, Shard, as_utc
+from cpci.server.packed import OUTCOME_CODE
 from cpci.urls import Links
 
 #: Values by shard set one PR's report keeps in the cache: its head, its base's results and its
@@ -413,7 +414,7 @@ def _passed_durations(session: Session, shard_ids: list[int]) -> dict[ConfigLeg,
     rows = fetch_rows(
         session,
         "SELECT r.config_id, s.leg, r.duration_s FROM result r JOIN shard s ON s.id = r.shard_id "
-        f"WHERE r.shard_id{member} AND r.outcome = 'passed'",
+        f"WHERE r.shard_id{member} AND r.outcome = {OUTCOME_CODE['passed']}",
         values,
     )
     for config_id, leg, duration in rows:

@@ -25,8 +25,9 @@ from cpci.schema import OrderDependence, RunRef, ShardProgress
 from cpci.server.analysis.shard_plans import plan_mismatches
 from cpci.server.analysis.verdicts import ResultView
 from cpci.server.core.errors import NotFound
-from cpci.server.crud.common import chunks, fetch_rows, from_json, one_of
+from cpci.server.crud.common import chunks, fetch_rows, from_json, metric_names, one_of
 from cpci.server.models import EnvironmentFingerprint, Repository, Run, Shard
+from cpci.server.packed import ISOLATION_NAME, OUTCOME_CODE, OUTCOME_NAME, unpack_metrics
 from cpci.urls import Links
 
 #: A shard's place in its run: (matrix leg, shard index).
@@ -120,14 +121,16 @@ def results_of(
     if not ids:
         return out
     member, values = one_of(session, ids)
-    duration = "duration_s" if failed_durations else _PASSED_DURATION
+    duration = "r.duration_s" if failed_durations else _PASSED_DURATION
     rows = fetch_rows(
         session,
-        f"SELECT config_id, outcome, {duration}, flaky, CAST(rank_errors AS TEXT), metrics, "
-        "attempt, isolation, arrival, stop_reason, CAST(order_dependence AS TEXT) "
-        f"FROM result WHERE shard_id{member}",
+        f"SELECT r.config_id, r.outcome, {duration}, r.flaky, CAST(d.rank_errors AS TEXT), "
+        "r.metrics, r.attempt, r.isolation, r.arrival, d.stop_reason, "
+        "CAST(d.order_dependence AS TEXT) FROM result r "
+        f"LEFT JOIN result_detail d ON d.result_id = r.id WHERE r.shard_id{member}",
         values,
     )
+    names = metric_names(session, (row[5] for row in rows))
     # A storm repeats a few error texts over tens of thousands of results: each decoded once,
     # and (durations aside) each distinct result without metrics is one shared, immutable view.
     read: dict[str, ErrorsRead] = {}
@@ -136,7 +139,7 @@ def results_of(
     for row in rows:
         config_pk, outcome, took, flaky, errors, metrics, attempt, isolation, *rest = row
         arrival, stop_reason, order = rest
-        if metrics is None and (shared := seen.get(row[1:])) is not None:
+        if not metrics and (shared := seen.get(row[1:])) is not None:
             out[config_pk].append(shared)
             continue
         if errors is None:
@@ -148,20 +151,20 @@ def results_of(
             known = (_messages(decoded), _ranks(decoded), culprit_error(decoded))
             messages, ranks, culprit = read[errors] = known
         view = ResultView(
-            outcome,
+            OUTCOME_NAME[outcome],
             took,
             bool(flaky),
             messages,
-            from_json(metrics) if metrics is not None else {},
+            unpack_metrics(metrics, names),
             ranks,
             attempt,
-            isolation,
+            ISOLATION_NAME[isolation],
             culprit,
             bool(arrival),
             stop_reason,
             _order_dependence(order),
         )
-        if metrics is None:
+        if not metrics:
             seen[row[1:]] = view
         out[config_pk].append(view)
     return out
@@ -174,7 +177,7 @@ def _order_dependence(text: str | None) -> OrderDependence | None:
 
 
 #: A failing result's duration, dropped where only passing ones are timed.
-_PASSED_DURATION = "CASE WHEN outcome = 'passed' THEN duration_s ELSE 0.0 END"
+_PASSED_DURATION = f"CASE WHEN r.outcome = {OUTCOME_CODE['passed']} THEN r.duration_s ELSE 0.0 END"
 
 
 def _messages(errors: list[dict[str, Any]] | None) -> tuple[str, ...]:

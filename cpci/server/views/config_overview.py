@@ -21,17 +21,19 @@ from cpci.evidence import signature
 from cpci.schema import FAILING_OUTCOMES
 from cpci.server.analysis.observations import PASSING_OUTCOMES
 from cpci.server.analysis.verdicts import ResultView, state_of
-from cpci.server.crud.common import from_json, raw_json
+from cpci.server.crud.common import from_json, metric_names, raw_json
 from cpci.server.crud.repos import get_config
 from cpci.server.crud.shard_cache import pass_rate
 from cpci.server.models import (
     EnvironmentFingerprint,
     Repository,
     Result,
+    ResultDetail,
     Run,
     Shard,
     as_utc,
 )
+from cpci.server.packed import unpack_metrics
 from cpci.server.views.read_models import (
     ConfigOverview,
     ConfigPoint,
@@ -110,9 +112,9 @@ def _rows(session: Session, config_pk: int, limit: int) -> list[_Row]:
             col(Result.outcome),
             col(Result.duration_s),
             col(Result.flaky),
-            raw_json(col(Result.metrics)),
-            raw_json(col(Result.rank_errors)),
-            col(Result.environment_id),
+            col(Result.metrics),
+            raw_json(col(ResultDetail.rank_errors)),
+            col(Shard.environment_id),
             col(Run.ci_run_id),
             col(Run.commit),
             col(Run.branch),
@@ -122,14 +124,17 @@ def _rows(session: Session, config_pk: int, limit: int) -> list[_Row]:
             col(Shard.ended_at),
             col(Shard.uploaded_at),
         )
-        .join(Run, col(Result.run_id) == col(Run.id))
         .join(Shard, col(Result.shard_id) == col(Shard.id))
+        .join(Run, col(Shard.run_id) == col(Run.id))
+        .outerjoin(ResultDetail, col(ResultDetail.result_id) == col(Result.id))
         .where(col(Result.config_id) == config_pk)
         .order_by(col(Result.id).desc())
         .limit(limit)
     )
     out = []
-    for row in session.connection().execute(query):
+    rows = session.connection().execute(query).all()
+    names = metric_names(session, (row[4] for row in rows))
+    for row in rows:
         errors = from_json(row[5]) if row[5] is not None else []
         timed_by, when = next(
             (name, at) for name, at in zip(TIMES, row[12:15], strict=True) if at is not None
@@ -140,7 +145,7 @@ def _rows(session: Session, config_pk: int, limit: int) -> list[_Row]:
                 outcome=row[1],
                 duration_s=row[2],
                 flaky=bool(row[3]),
-                metrics=from_json(row[4]) if row[4] is not None else {},
+                metrics=unpack_metrics(row[4], names),
                 messages=tuple(str(e.get("message", "")) for e in errors or ()),
                 environment_id=row[6],
                 ci_run_id=row[7],

@@ -16,7 +16,7 @@ from cpci.server.core.policies import PullReportPolicy
 from cpci.server.crud.common import chunks
 from cpci.server.crud.history import observations
 from cpci.server.crud.runs import config_keys
-from cpci.server.models import Repository, Result, Run
+from cpci.server.models import Repository, Result, Run, Shard
 from cpci.server.views.read_models import FlakyConfig, FlakyList
 from cpci.urls import Links
 
@@ -46,7 +46,8 @@ def flaky_configs(
         candidates.update(
             session.exec(
                 select(Result.config_id)
-                .where(col(Result.run_id).in_(chunk))
+                .join(Shard, col(Shard.id) == col(Result.shard_id))
+                .where(col(Shard.run_id).in_(chunk))
                 .where(col(Result.outcome).in_(FAILING_OUTCOMES) | col(Result.flaky))
                 .distinct()
             ).all()

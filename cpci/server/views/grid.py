@@ -27,6 +27,7 @@ from cpci.server.crud.common import fetch_rows, from_json, one_of
 from cpci.server.crud.quarantine import open_quarantines
 from cpci.server.crud.shard_cache import ShardCache, repository_version
 from cpci.server.models import Quarantine, Repository, as_utc
+from cpci.server.packed import ISOLATION_NAME, OUTCOME_NAME
 from cpci.server.views.dashboard import branch_runs, default_view_branch
 from cpci.server.views.flaky import MAX_CANDIDATES, assess_configs
 from cpci.server.views.read_models import (
@@ -188,7 +189,9 @@ def _matrix(session: Session, runs_at: dict[str, list[int]]) -> _Matrix:
     )
     for pk, sid, outcome, flaky, isolation in fetch_rows(session, sql, values):
         views[(pk, column_of[sid])].append(
-            ResultView(outcome, flaky=bool(flaky), isolation=isolation)
+            ResultView(
+                OUTCOME_NAME[outcome], flaky=bool(flaky), isolation=ISOLATION_NAME[isolation]
+            )
         )
     states: dict[int, list[GridState]] = {}
     for (pk, column), found in views.items():

@@ -5,9 +5,11 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlmodel import Session, col
 
+from cpci.server.crud.common import metric_names
 from cpci.server.crud.history import run_link
 from cpci.server.crud.repos import get_config
-from cpci.server.models import Repository, Result, Run, Shard, as_utc
+from cpci.server.models import Repository, Result, ResultDetail, Run, Shard, as_utc
+from cpci.server.packed import unpack_metrics
 from cpci.server.views.read_models import HistoryEntry, HistoryPage
 from cpci.urls import Links
 
@@ -33,8 +35,8 @@ def config_history(
             col(Result.attempt),
             col(Result.flaky),
             col(Result.metrics),
-            col(Result.rank_errors),
-            col(Result.environment_id),
+            col(ResultDetail.rank_errors),
+            col(Shard.environment_id),
             col(Run.ci_run_id),
             col(Run.ci_attempt),
             col(Run.commit),
@@ -42,8 +44,9 @@ def config_history(
             col(Run.branch),
             col(Shard.uploaded_at),
         )
-        .join(Run, col(Result.run_id) == Run.id)
         .join(Shard, col(Result.shard_id) == Shard.id)
+        .join(Run, col(Shard.run_id) == Run.id)
+        .outerjoin(ResultDetail, col(ResultDetail.result_id) == col(Result.id))
         .where(col(Result.config_id) == config.id)
         .order_by(col(Result.id).desc())
         .limit(limit + 1)
@@ -51,6 +54,7 @@ def config_history(
     if before is not None:
         query = query.where(col(Result.id) < before)
     rows = session.connection().execute(query).all()
+    names = metric_names(session, (row.metrics for row in rows))
     entries = [
         HistoryEntry(
             result_id=row.id,
@@ -58,7 +62,7 @@ def config_history(
             duration_s=row.duration_s,
             attempt=row.attempt,
             flaky=row.flaky,
-            metrics=row.metrics or {},
+            metrics=unpack_metrics(row.metrics, names),
             rank_errors=row.rank_errors or [],
             environment_id=row.environment_id,
             run=run_link(row.ci_run_id, row.ci_attempt, row.commit, repo.name, links),

@@ -34,7 +34,8 @@ from cpci.server.crud.runs import (
     load_run,
     results_of,
 )
-from cpci.server.models import Config, Repository, Result, Shard, as_utc
+from cpci.server.models import Config, Repository, Result, ResultDetail, Shard, as_utc
+from cpci.server.packed import unpack_batch
 from cpci.server.views.read_models import (
     EnvironmentPublic,
     FailingConfig,
@@ -121,7 +122,7 @@ def _tallies(session: Session, merged: MergedRun) -> dict[int, _Tally]:
             col(Result.outcome),
             col(Result.flaky),
             col(Result.duration_s),
-            raw_json(col(Result.batch)),
+            col(Result.batch),
         )
         .where(col(Result.shard_id).in_(ids))
         .order_by(col(Result.id))
@@ -132,7 +133,7 @@ def _tallies(session: Session, merged: MergedRun) -> dict[int, _Tally]:
         if attempt > 1:
             tally.reruns[outcome] += 1
         tally.test_s += duration
-        info = from_json(batch) if batch is not None else None
+        info = unpack_batch(batch)
         if info:
             world = (int(info.get("index", 0)), int(info.get("world", 0)))
             tally.worlds[world] = info.get("start_s")
@@ -224,12 +225,13 @@ def run_detail(
             col(Result.duration_s),
             col(Result.attempt),
             col(Result.flaky),
-            raw_json(col(Result.rank_errors)),
-            raw_json(col(Result.batch)),
+            raw_json(col(ResultDetail.rank_errors)),
+            col(Result.batch),
             col(Shard.shard_index),
         )
         .join(Config, col(Result.config_id) == col(Config.id))
         .join(Shard, col(Result.shard_id) == col(Shard.id))
+        .outerjoin(ResultDetail, col(ResultDetail.result_id) == col(Result.id))
         .where(*where)
         .order_by(order.desc() if sort.startswith("-") else order, col(Result.id))
         .offset((page - 1) * per_page)
@@ -243,7 +245,7 @@ def run_detail(
             attempt=attempt,
             flaky=bool(flaky),
             message=_first_message(from_json(errors) if errors is not None else None),
-            batch=_batch_label(from_json(batch) if batch is not None else None),
+            batch=_batch_label(unpack_batch(batch)),
             shard=shard,
             page_url=urls.config(repo.name, key),
         )

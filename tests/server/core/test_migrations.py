@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect, text
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import SQLModel
+from sqlmodel import Session, SQLModel, col, delete, func, select
 
 from cpci.server.core import migrate
 from cpci.server.core.db import create_db_engine
+from cpci.server.crud.common import metric_names
+from cpci.server.models import Result, ResultDetail
+from cpci.server.packed import unpack_batch, unpack_metrics
 from tests.server.databases import ENGINES, fresh_database
 
 TABLES = {
@@ -28,6 +33,8 @@ TABLES = {
     "github_delivery",
     "github_pull_state",
     "quarantine",
+    "result_detail",
+    "metric_name",
 }
 
 
@@ -220,7 +227,7 @@ def test_0009_gives_old_results_no_rerun_evidence_and_one_open_quarantine_per_co
         with engine.begin() as conn:
             for statement in OLD_ROWS:
                 conn.execute(text(statement))
-        migrate.upgrade(engine)
+        migrate.upgrade(engine, "0009")
         with engine.begin() as conn:
             row = conn.execute(
                 text("SELECT rerun_reason, stop_reason, arrival, order_dependence FROM result")
@@ -235,5 +242,89 @@ def test_0009_gives_old_results_no_rerun_evidence_and_one_open_quarantine_per_co
         assert "quarantine" not in inspect(engine).get_table_names()
         with engine.connect() as conn:
             assert conn.execute(text("SELECT id FROM result")).scalars().all() == [1]
+    finally:
+        engine.dispose()
+
+
+#: Beside OLD_ROWS' plain pass, a rerun failure at 0009 with everything a result may hold.
+WIDE_RESULTS = (
+    "INSERT INTO result (id, run_id, shard_id, config_id, environment_id, outcome, duration_s, "
+    "attempt, flaky, isolation, rank_errors, metrics, batch, rerun_reason, stop_reason, "
+    "arrival, order_dependence) VALUES (2, 1, 1, 1, 1, 'timeout', 0.1, 2, true, 'fails-alone', "
+    """'[{"rank": 1, "message": "boom"}]', '{"tflops": 312.5, "max_abs_err": 0.0001}', """
+    """'{"index": 3, "world": 1, "size": 8, "start_s": 2.5}', 'failed once', 'the cap', true, """
+    """'{"polluters": ["t::a"], "replays": 4, "searched": 9}')""",
+)
+WIDE_COLUMNS = (
+    "id, run_id, shard_id, config_id, environment_id, outcome, duration_s, attempt, flaky, "
+    "isolation, rank_errors, metrics, batch, rerun_reason, stop_reason, arrival, "
+    "order_dependence"
+)
+
+
+def _wide(conn: Any) -> list[tuple[Any, ...]]:
+    """The 0009 layout's rows, JSON decoded and booleans as bools, on either engine."""
+    rows = conn.execute(text(f"SELECT {WIDE_COLUMNS} FROM result ORDER BY id")).all()
+    decode = (10, 11, 12, 16)
+    return [
+        tuple(
+            json.loads(v) if i in decode and isinstance(v, str) else bool(v) if i in (8, 15) else v
+            for i, v in enumerate(row)
+        )
+        for row in rows
+    ]
+
+
+@pytest.mark.parametrize("kind", ENGINES)
+def test_0010_packs_every_result_and_unpacks_it_going_down(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """Results stored wide go up packed (codes, interned metric names, a detail row only for
+    the result that has details, reads through the models as before) and come down as they were;
+    ids continue after the converted ones."""
+    engine = create_db_engine(fresh_database(kind, request, tmp_path, migrated=False))
+    try:
+        migrate.upgrade(engine, "0002")
+        with engine.begin() as conn:
+            for statement in OLD_ROWS:
+                conn.execute(text(statement))
+        migrate.upgrade(engine, "0009")
+        with engine.begin() as conn:
+            for statement in WIDE_RESULTS:
+                conn.execute(text(statement))
+            before = _wide(conn)
+        migrate.upgrade(engine)
+        with Session(engine) as session:
+            results = session.exec(select(Result).order_by(col(Result.id))).all()
+            assert [(r.outcome, r.isolation, r.attempt, r.flaky) for r in results] == [
+                ("passed", None, 1, False),
+                ("timeout", "fails-alone", 2, True),
+            ]
+            names = metric_names(session, [r.metrics for r in results])
+            assert unpack_metrics(results[1].metrics, names) == {
+                "tflops": 312.5,
+                "max_abs_err": 0.0001,
+            }
+            assert unpack_batch(results[1].batch) == {
+                "index": 3,
+                "world": 1,
+                "size": 8,
+                "start_s": 2.5,
+            }
+            assert (results[0].metrics, results[0].batch) == (b"", b"")
+            details = session.exec(select(ResultDetail)).all()
+            assert [(d.result_id, d.rerun_reason, d.stop_reason) for d in details] == [
+                (2, "failed once", "the cap")
+            ]
+            assert details[0].rank_errors == [{"rank": 1, "message": "boom"}]
+            session.add(Result(duration_s=1.0, shard_id=1, config_id=1, outcome="passed"))
+            session.commit()
+            assert session.exec(select(func.max(Result.id))).one() == 3
+            session.exec(delete(Result).where(col(Result.id) == 3))
+            session.commit()
+        migrate.downgrade(engine, "0009")
+        assert "result_detail" not in inspect(engine).get_table_names()
+        with engine.connect() as conn:
+            assert _wide(conn) == before
     finally:
         engine.dispose()

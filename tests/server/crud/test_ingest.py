@@ -17,6 +17,7 @@ from cpci.schema import ENVIRONMENT_LENGTHS, Environment, OrderDependence
 from cpci.server.models import Config, EnvironmentFingerprint, Result, Run, Shard
 from tests.builders import REPO, as_json, envelope, nodeid, record, send, upload
 from tests.server.databases import ClientFactory
+from tests.server.stored import stored_results
 
 
 def altered(result: dict[str, Any] | None = None, **fields: Any) -> dict[str, Any]:
@@ -50,7 +51,7 @@ def test_upload_stores_every_result_with_its_details(client: TestClient, engine:
     assert receipt.shards.text == "1/2 shards reported"
     assert receipt.shards.missing == [1]
     with Session(engine) as session:
-        rows = session.exec(select(Result).order_by(Result.id)).all()  # type: ignore[arg-type]
+        rows = stored_results(session)
         assert [(r.outcome, r.attempt, r.duration_s) for r in rows] == [
             ("passed", 1, 1.0),
             ("crashed", 2, 3.5),
@@ -218,7 +219,7 @@ def test_awkward_text_survives_the_bulk_paths(client: TestClient, engine: Engine
     )
     upload(client, body)
     with Session(engine) as session:
-        rows = session.exec(select(Result).order_by(Result.id)).all()  # type: ignore[arg-type]
+        rows = stored_results(session)
         assert rows[0].rank_errors == errors
         assert rows[0].metrics == {"ε": 1.5}
         assert rows[0].batch is not None
@@ -278,7 +279,7 @@ def test_why_reruns_happened_and_what_bisection_found_are_stored(
         assert added not in as_json(envelope([failed]))["results"][0]
     upload(client, body)
     with Session(engine) as session:
-        rows = session.exec(select(Result).order_by(Result.id)).all()  # type: ignore[arg-type]
+        rows = stored_results(session)
     assert [(r.rerun_reason, r.stop_reason, r.arrival, r.order_dependence) for r in rows] == [
         (None, None, False, None),
         (rerun.rerun_reason, rerun.stop_reason, True, found.model_dump()),
