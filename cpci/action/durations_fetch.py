@@ -12,8 +12,9 @@ runner's cache, and the plan hash it uploads lets the report flag the run if its
 The evidence summary (`GET .../evidence?branch=B`, the same branch) is fetched the same way and
 handed over as `--cpci-evidence FILE`: the tests run without the Action's credential, so the
 runner could not fetch it itself. A fetch that fails is a warning: the runner then reruns every
-failure to the cap. The paths the pull request changed (`git diff` against the event's base
-commit, when the checkout holds it) go to `--cpci-changed-files`, for new configs' runs.
+failure (fixed reruns, at fixed's cap). The paths the pull request changed (`git diff` against
+the event's base commit, when the checkout holds it) go to `--cpci-changed-files`, for new
+configs' runs.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from pydantic import BaseModel
 
 from cpci.action.settings import ActionSettings
 from cpci.action.workflow_commands import annotation
+from cpci.evidence import DEFAULT_CAPS
 from cpci.upload.errors import UploadError
 from cpci.upload.retry import ONCE
 from cpci.upload.service_client import ServiceClient
@@ -113,8 +115,8 @@ def choose_evidence(
     )
     if isinstance(fetched, UploadError):
         warning = (
-            f"evidence not fetched ({fetched}); failures are rerun to the cap (fixed reruns) "
-            "and only the changed files' configs get new-config runs"
+            f"evidence not fetched ({fetched}); every failure is rerun (fixed reruns, at most "
+            f"{DEFAULT_CAPS['fixed']}) and only the changed files' configs get new-config runs"
         )
         return EvidenceChoice(None, changed, warning)
     return EvidenceChoice(str(fetched[1]), changed)

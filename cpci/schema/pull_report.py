@@ -34,16 +34,18 @@ class BaselineInfo(BaseModel):
 
 
 class ArrivalRuns(BaseModel):
-    """What a config's arrival runs at head showed (`--cpci-new-config-runs`): the extra runs,
-    each alone in a fresh world, of a config new to the base branch or whose test file the PR
-    changed. A failure among them and a pass at head is FLAKY ON ARRIVAL."""
+    """What the head showed of a config the runner ran as new (`--cpci-new-config-runs`: new
+    to the base branch, or its test file changed): its runs there, the first and the extra
+    ones alone in fresh worlds (its arrival runs: after a first pass, K more; after a first
+    failure, its reruns). A failure and a pass among them is FLAKY ON ARRIVAL."""
 
-    failed: int = Field(ge=0, description="arrival runs that failed")
-    runs: int = Field(ge=1, description="arrival runs at head")
+    failed: int = Field(ge=0, description="its runs at head that failed")
+    runs: int = Field(ge=1, description="its runs at head, arrival runs included")
 
     def text(self) -> str:
-        """ "1 of 2 arrival runs failed" """
-        return f"{self.failed} of {self.runs} arrival run{'s' if self.runs != 1 else ''} failed"
+        """ "1 of 3 runs failed, arrival runs included" """
+        runs = f"{self.runs} run{'s' if self.runs != 1 else ''}"
+        return f"{self.failed} of {runs} failed, arrival runs included"
 
 
 class ConfigVerdict(BaseModel):

@@ -55,7 +55,7 @@ def test_a_service_that_does_not_answer_is_a_warning(tmp_path: Path) -> None:
         settings = ActionSettings(server_url=base, token="t")
         choice = choose_evidence(settings, _event(tmp_path), lambda: "t", cwd=tmp_path)
     assert choice.path is None
-    assert "failures are rerun to the cap" in warning_line(choice)
+    assert "every failure is rerun (fixed reruns, at most 2)" in warning_line(choice)
     assert "--cpci-evidence" not in " ".join(pytest_command(settings, None, None, None))
 
 

@@ -16,16 +16,17 @@ ROW = re.compile(
 RATE = re.compile(r"(\d\.\d\d):\s+(\d+)%")
 
 
+def shown_once(p: float, k: int, cap: int = 5) -> float:
+    """One CI run shows a new flake at rate p with a pass and a failure: it passes its first
+    attempt and one of its k arrival runs fails, or it fails first and one of its reruns passes
+    (up to the cap: no history to decide by)."""
+    return (1 - p) * (1 - (1 - p) ** k) + p * (1 - p**cap)
+
+
 def gated_once(p: float, k: int) -> float:
-    """One CI run gates a new flake at rate p: it passes its first attempt and one of its k
-    arrival runs fails."""
-    return (1 - p) * (1 - (1 - p) ** k)
-
-
-def shown_once(p: float, k: int, cap: int = 2) -> float:
-    """One CI run shows it flaky: that, or it fails first and a rerun passes (reruns up to the
-    cap: no history to decide by)."""
-    return gated_once(p, k) + p * (1 - p**cap)
+    """One CI run gates it (FLAKY ON ARRIVAL): whenever it is shown, once it is run as new (K >
+    0: its arrival runs and its reruns are marked so); with K = 0 it is plain flaky."""
+    return shown_once(p, k) if k else 0.0
 
 
 def test_the_table_shows_each_k_with_the_shares_the_rules_imply() -> None:

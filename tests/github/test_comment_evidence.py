@@ -14,8 +14,8 @@ from tests.builders import HEAD, report, verdict
 from tests.github.test_comment import OPTIONS, _golden
 
 ARRIVAL_REASON = (
-    "passed and failed at the head commit itself (1 of 2 arrival runs failed); it is new to "
-    "the base branch: a flaky config is being added"
+    "passed and failed at the head commit itself (1 of 2 runs failed, arrival runs included); it "
+    "is new to the base branch: a flaky config is being added"
 )
 POLLUTER = OrderDependence(polluters=["tests/test_cp.py::test_leaks_state"], replays=7, searched=64)
 HELD = QuarantineState(
@@ -74,7 +74,7 @@ def test_flaky_on_arrival_gates_with_its_arrival_runs_shown() -> None:
     assert gate_recorded_in(body) == "failure"
     assert "## ❌ cpci: 1 flaky on arrival" in body
     assert "### 🐣 Flaky on arrival (1)" in body  # open: it gates
-    assert md.text("(1 of 2 arrival runs failed)") in body
+    assert md.text("(1 of 2 runs failed, arrival runs included)") in body
     check = check_run_fields(_arrival(), None, head_sha=HEAD)
     assert (check["conclusion"], check["output"]["title"]) == ("failure", "1 flaky on arrival")
 

@@ -27,7 +27,9 @@ flaky.
 A config new to the base branch (or whose test file the PR changed) that passed its first
 attempt gets `--cpci-new-config-runs` more runs alone, each within the arrival budget, each
 record marked `arrival: true`; the first failure among them ends them (a pass and a failure:
-the service's FLAKY ON ARRIVAL) and is the final record, a failure.
+the service's FLAKY ON ARRIVAL) and is the final record, a failure. One that failed its first
+attempt is rerun as any failure is, its reruns marked `arrival: true` too: a rerun that passes
+shows the same thing, a flaky config being added.
 
 A config that never ran (`not_run`) is not rerun: its world did not start, which says nothing
 about its code. A rerun that itself never ran is not an attempt: reruns stop there and the last
@@ -100,11 +102,12 @@ def settle(
     if first.record.result.outcome not in RERUN_OUTCOMES:
         return Settled(_arrive(first, policy, run, send))
     isolating = policy.isolate and first.shared
+    new = policy.is_new(first.record.result)  # its reruns are a new config's arrival runs
     attempts = _Attempts(first.record, send)
     decision = policy.decide(attempts.results)
     while decision.rerun or (isolating and attempts.ran == 1):
         why = decision.why if decision.rerun else ISOLATING
-        if not attempts.run(run, [first.record.spec], why):
+        if not attempts.run(run, [first.record.spec], why, arrival=new):
             break
         decision = policy.decide(attempts.results)
     if attempts.failed_last:

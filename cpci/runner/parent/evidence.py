@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from cpci.evidence import EvidencePolicy, RerunMode, RerunRule, arrival_runs
+from cpci.evidence import DEFAULT_CAPS, EvidencePolicy, RerunMode, RerunRule, arrival_runs
 from cpci.runner.options import ServiceSource
 from cpci.runner.parent import durations_fetch
 from cpci.schema import ConfigEvidence, EvidenceSummary
@@ -81,10 +81,14 @@ class RunEvidence:
         return cls(summary, source.location, kept_at=keep_in, changed=changed)
 
     def rule(self, mode: RerunMode, cap: int) -> RerunRule:
-        """The rerun rule of this run: `mode` with the summary's threshold and level; fixed
-        when the summary was asked for and could not be had."""
+        """The rerun rule of this run: `mode` with the summary's threshold and level; adaptive
+        whose summary was asked for and could not be had is fixed, with fixed's cap (at most
+        `DEFAULT_CAPS["fixed"]` reruns: every failure pays them)."""
+        if self.summary is None and self.warning and mode == "adaptive":
+            # Asked for and not had: the fixed rule, at its own cap (every failure pays it).
+            return RerunRule("fixed", min(cap, DEFAULT_CAPS["fixed"]))
         if self.summary is None:
-            return RerunRule("fixed" if self.warning else mode, cap)
+            return RerunRule(mode, cap)
         policy = EvidencePolicy(self.summary.threshold, self.summary.level)
         return RerunRule(mode, cap, policy)
 
@@ -116,8 +120,8 @@ class RunEvidence:
 
 def _fallback(why: str) -> str:
     return (
-        f"cpci: warning: --cpci-evidence: {why}; failures are rerun to the cap (fixed reruns) "
-        "and no config gets new-config runs for want of its history"
+        f"cpci: warning: --cpci-evidence: {why}; every failure is rerun (fixed reruns, at most "
+        f"{DEFAULT_CAPS['fixed']}) and no config gets new-config runs for want of its history"
     )
 
 

@@ -77,12 +77,19 @@ class RerunPolicy:
 
     def arrival_runs(self, record: ResultRecord) -> int:
         """The extra runs of a config that passed its first attempt (`--cpci-new-config-runs`)."""
-        if self.new_config_runs == 0 or record.outcome in RERUN_OUTCOMES:
-            return 0
         if record.outcome not in ("passed", "xfailed"):
             return 0
+        return self.new_config_runs if self.is_new(record) else 0
+
+    def is_new(self, record: ResultRecord) -> bool:
+        """Whether the config is run as new (`--cpci-new-config-runs` asked, and it is new to
+        the base branch or its test file changed): its runs after the first, arrival runs after
+        a pass and reruns after a failure, are marked `arrival`, so the service can tell a
+        flaky config being added (FLAKY ON ARRIVAL) from one that was flaky before."""
+        if self.new_config_runs == 0:
+            return False
         test_file = record.nodeid.split("::", 1)[0]
-        return self.evidence.arrival_runs(record.config_key, test_file, self.new_config_runs)
+        return self.evidence.arrival_runs(record.config_key, test_file, self.new_config_runs) > 0
 
     def why_new(self, record: ResultRecord) -> str:
         """Why a config gets arrival runs, in the words its records keep."""

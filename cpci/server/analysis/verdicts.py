@@ -5,8 +5,8 @@ The order of the checks is the policy (docs/verdicts.md tells it at length):
 1. passes or skipped at head: passed, fixed or skipped;
 2. order-dependent at head (fails after its predecessors, passes alone): a failure, never flaky,
    naming the polluter the runner's bisection found;
-3. passed and failed at head itself: FLAKY ON ARRIVAL when the failures are among its arrival
-   runs (a config new to the base branch, or whose test file the PR changed) and neither its
+3. passed and failed at head itself: FLAKY ON ARRIVAL when the runner ran it as new (arrival
+   runs: a config new to the base branch, or whose test file the PR changed) and neither its
    base nor its trusted history shows it flaky before the PR (a flaky config is being added:
    it gates), else flaky;
 4. never ran at head (`not_run` only): infra;
@@ -292,12 +292,13 @@ def _order_dependent_against_base(
 
 
 def arrival_runs(results: Sequence[ResultView]) -> ArrivalRuns | None:
-    """What a config's arrival runs among `results` showed; None when it had none."""
-    arrived = [r for r in results if r.arrival and r.outcome not in NOT_RUN_OUTCOMES]
-    if not arrived:
+    """What the runs among `results` showed of a config the runner ran as new (some of them
+    arrival runs); None when none is one."""
+    ran = [r for r in results if r.outcome not in NOT_RUN_OUTCOMES]
+    if not any(r.arrival for r in ran):
         return None
-    failed = sum(r.flaky or r.outcome in FAILING_OUTCOMES for r in arrived)
-    return ArrivalRuns(failed=failed, runs=len(arrived))
+    failed = sum(r.outcome in FAILING_OUTCOMES for r in ran)
+    return ArrivalRuns(failed=failed, runs=len(ran))
 
 
 def _flaky_at_arrival(
@@ -306,14 +307,15 @@ def _flaky_at_arrival(
     base_state: State | None,
     known: FlakinessAssessment | None,
 ) -> Decision:
-    """A config that passed and failed at head, some of it in its arrival runs: FLAKY ON
-    ARRIVAL (it gates: a flaky config is being added, or the PR makes one flaky), unless what
-    came before the PR already shows it flaky (the base failed it, or its trusted history
-    labels it flaky) or every failure is an infrastructure fault's."""
+    """A config the runner ran as new that passed and failed at head (a failed arrival run
+    after a first pass, or a first failure that a rerun passed): FLAKY ON ARRIVAL (it gates: a
+    flaky config is being added, or the PR makes one flaky), unless what came before the PR
+    already shows it flaky (the base failed it, or its trusted history labels it flaky) or
+    every failure is an infrastructure fault's."""
     shown = f"passed and failed at the head commit itself ({arrival.text()})"
     failing = [r for r in ran if r.outcome in FAILING_OUTCOMES]
     rules = [infra_signature(r.outcome, (culprit_of(r),)) for r in failing]
-    if not arrival.failed or (rules and all(rules)):
+    if not failing or all(rules):
         return Decision("flaky", shown, arrival=arrival)
     if base_state in ("fail", "mixed"):
         why = f"{shown}; it fails at the base too, so it was flaky before this PR"

@@ -339,6 +339,21 @@ def test_a_failure_among_the_arrival_runs_ends_them_and_is_the_final_record() ->
     assert final.note.startswith("FLAKY ON ARRIVAL: passed its first run")
 
 
+def test_a_new_config_that_fails_first_is_rerun_its_reruns_marked_arrival_runs() -> None:
+    # A failure then a pass shows a flaky config being added as an arrival run's failure does.
+    policy = RerunPolicy(reruns=2, new_config_runs=2, evidence=_evidence(0, 50, of="t.py::other"))
+    worlds = Worlds("passed")
+    final = worlds.settle(policy, []).record
+    assert worlds.runs == [([TARGET.nodeid], 2)]
+    assert (final.result.outcome, final.result.flaky, final.result.arrival) == (
+        "passed",
+        True,
+        True,
+    )
+    known = RerunPolicy(reruns=2, new_config_runs=2, evidence=_evidence(0, 50))
+    assert not Worlds("passed").settle(known, []).record.result.arrival
+
+
 def test_arrival_runs_stay_within_their_share_of_the_shards_time() -> None:
     # The shard's other attempts took 1 s; a 25% share admits two runs of 0.1 s, not a third.
     spent = {"s": 1.0}

@@ -73,8 +73,10 @@ def test_a_service_that_does_not_answer_means_fixed_reruns_said_in_the_summary(
         evidence = RunEvidence.load(ServiceSource(base + urls.api_evidence(REPO, "main")), kept)
     assert evidence.summary is None
     assert why in evidence.warning
-    assert "failures are rerun to the cap (fixed reruns)" in evidence.describe()
+    assert "every failure is rerun (fixed reruns, at most 2)" in evidence.describe()
     assert evidence.rule("adaptive", 2).mode == "fixed"
+    # adaptive's higher cap is not paid by every failure: fixed keeps its own
+    assert (evidence.rule("adaptive", 5).cap, evidence.rule("fixed", 5).cap) == (2, 5)
     assert not kept.exists()
 
 

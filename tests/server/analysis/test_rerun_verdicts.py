@@ -45,11 +45,22 @@ ONE_OF_TWO = [P, arrival("failed"), arrival()]
 def test_a_new_config_that_fails_an_arrival_run_is_flaky_on_arrival() -> None:
     decision = decide(ONE_OF_TWO, None, None, "no result at the base")
     assert decision.verdict == "flaky_on_arrival"
-    assert decision.arrival == ArrivalRuns(failed=1, runs=2)
+    assert decision.arrival == ArrivalRuns(failed=1, runs=3)
     assert decision.reason == (
-        "passed and failed at the head commit itself (1 of 2 arrival runs failed); it is new "
-        "to the base branch: a flaky config is being added"
+        "passed and failed at the head commit itself (1 of 3 runs failed, arrival runs "
+        "included); it is new to the base branch: a flaky config is being added"
     )
+
+
+def test_a_new_config_whose_first_failure_a_rerun_passes_is_flaky_on_arrival() -> None:
+    # The runner marks a new config's reruns as arrival runs: a fail and a pass all the same.
+    decision = decide([ResultView("failed"), arrival()], None, None, "no result at the base")
+    assert (decision.verdict, decision.arrival) == (
+        "flaky_on_arrival",
+        ArrivalRuns(failed=1, runs=2),
+    )
+    # Without arrival runs (the runner did not run it as new) the same head is plain flaky.
+    assert decide([ResultView("failed"), P], None, None).verdict == "flaky"
 
 
 def test_a_stable_config_the_pr_makes_flaky_is_flaky_on_arrival_too() -> None:
@@ -68,9 +79,7 @@ def test_a_stable_config_the_pr_makes_flaky_is_flaky_on_arrival_too() -> None:
         # Flaky before the PR: the base fails it too.
         (ONE_OF_TWO, [ResultView("failed")], None, "it fails at the base too"),
         # Every failure is an infrastructure fault's, not the config's.
-        ([P, arrival("timeout", WATCHDOG), arrival()], None, None, "(1 of 2 arrival runs failed)"),
-        # Its arrival runs all passed: a rerun's pass, not an arrival run's failure.
-        ([ResultView("failed"), P, arrival()], None, None, "(0 of 1 arrival run failed)"),
+        ([P, arrival("timeout", WATCHDOG), arrival()], None, None, "(1 of 3 runs failed"),
     ],
 )
 def test_flaky_before_the_pr_or_not_on_its_arrival_runs_stays_flaky(
@@ -146,7 +155,7 @@ def test_a_quarantined_config_is_listed_apart_and_never_gates() -> None:
     assert first.reason.startswith(
         "quarantined by token:ci-bot since 2026-11-20 (#1234 flakes); at head: new failure ("
     )
-    assert second.arrival == ArrivalRuns(failed=1, runs=2)
+    assert second.arrival == ArrivalRuns(failed=1, runs=3)
     assert report.counts.by_verdict == {"passed": 1, "quarantined": 2}
     assert report.summary.startswith("all passed, 2 quarantined;")
     for fail_on in ("new-failures", "any-failure"):
@@ -171,7 +180,7 @@ def test_a_report_carries_arrival_polluter_and_decided_after_per_config() -> Non
     }
     report = build_report(inputs(head, dict.fromkeys(head, PASSED)), policy())
     (arrived,) = report.flaky_on_arrival
-    assert (arrived.arrival, arrived.attempts) == (ArrivalRuns(failed=1, runs=2), 3)
+    assert (arrived.arrival, arrived.attempts) == (ArrivalRuns(failed=1, runs=3), 3)
     polluted, decided = report.new_failures
     assert polluted.order_dependence == found
     assert "no single predecessor explains it; fails after t.py::test_x, t.py::test_y" in (

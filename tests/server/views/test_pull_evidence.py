@@ -127,7 +127,9 @@ def test_flaky_on_arrival_gates_and_the_polluter_and_decision_are_shown(
     report = pull_report(reader, 7)
     (arrived,) = report.flaky_on_arrival
     assert arrived.config == config("ring-new")
-    assert (arrived.arrival and arrived.arrival.text()) == "1 of 2 arrival runs failed"
+    assert (
+        arrived.arrival and arrived.arrival.text()
+    ) == "1 of 3 runs failed, arrival runs included"
     assert arrived.message == ERROR
     assert "it is new to the base branch: a flaky config is being added" in arrived.reason
     by_name = {v.config: v for v in report.new_failures}
@@ -145,7 +147,7 @@ def test_flaky_on_arrival_gates_and_the_polluter_and_decision_are_shown(
     assert gate_recorded_in(body) == "failure"
     assert "## ❌ cpci: 2 new failure(s), 1 flaky on arrival" in body
     assert "### 🐣 Flaky on arrival (1)" in body
-    assert md.text("(1 of 2 arrival runs failed)") in body
+    assert md.text("(1 of 3 runs failed, arrival runs included)") in body
     decided = next(line for line in body.splitlines() if "[decided]@2" in line)
     assert "— decided after 2 attempts —" in decided
     assert md.text(POLLUTER.text()) in body
@@ -160,7 +162,7 @@ def test_flaky_on_arrival_gates_and_the_polluter_and_decision_are_shown(
     page = http.get(urls.pull(REPO, 7))
     assert page.status_code == 200, page.text
     assert 'data-verdict="flaky_on_arrival"' in page.text
-    assert "1 of 2 arrival runs failed" in page.text
+    assert "1 of 3 runs failed, arrival runs included" in page.text
     assert "decided after 2 attempts" in page.text
     assert f"fails after {nodeid('leaks-state')}; found in 7 replays" in page.text
 
