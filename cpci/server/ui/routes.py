@@ -14,6 +14,7 @@ from sqlmodel import select
 
 from cpci import urls
 from cpci.schema import ATTENTION
+from cpci.schema.verdicts import info
 from cpci.server.api.deps import SessionDep
 from cpci.server.api.view_deps import (
     ConfigView,
@@ -85,7 +86,7 @@ def run(request: Request, view: RunView) -> HTMLResponse:
 @router.get(REPO + "/pulls/{number}", response_class=HTMLResponse)
 def pull(request: Request, view: PullView) -> HTMLResponse:
     report = view.report
-    sections = [(name, getattr(report, _FIELD.get(name, name))) for name in ATTENTION]
+    sections = [(name, getattr(report, info(name).field)) for name in ATTENTION]
     return render(
         request,
         "pull.html",
@@ -96,10 +97,6 @@ def pull(request: Request, view: PullView) -> HTMLResponse:
         fail_on=view.fail_on,
         json_url=urls.api_pull_page(report.repository, report.pull_request),
     )
-
-
-#: Verdict name -> the report's field holding that section.
-_FIELD = {"new_failure": "new_failures"}
 
 
 @router.get(REPO + "/pulls/{number}/sections/{section}", response_class=HTMLResponse)
