@@ -1,4 +1,5 @@
-"""`cpci db upgrade|current`: apply or show the result service's database migrations.
+"""`cpci db upgrade|current|compact`: apply or show the result service's database migrations,
+or roll raw results older than the retention up into daily aggregates (`crud.compact`).
 
 Also the service settings every service command (`db`, `token`, `serve`) starts from: the
 environment's `CPCI_*` variables under the command's options, refused in one line naming each
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pydantic import ValidationError
+    from sqlalchemy.engine import Engine
 
     from cpci.server.core.config import Settings
 
@@ -73,11 +75,27 @@ def _validation_problems(exc: ValidationError, given: dict[str, Any]) -> str:
 def register(sub: Any) -> None:
     parser: argparse.ArgumentParser = sub.add_parser(
         "db",
-        help="apply or show the result service's database migrations",
-        description="Example: cpci db upgrade --database-url postgresql://cpci@db/cpci",
+        help="apply or show the result service's database migrations; compact old results",
+        description="Example: cpci db upgrade --database-url postgresql://cpci@db/cpci; "
+        "cpci db compact --older-than 90 --dry-run",
     )
-    parser.add_argument("action", choices=["upgrade", "current"])
+    parser.add_argument("action", choices=["upgrade", "current", "compact"])
     parser.add_argument("--revision", default="head", help="upgrade to this revision")
+    parser.add_argument(
+        "--older-than",
+        type=float,
+        metavar="DAYS",
+        help="compact: roll up the results of runs older than DAYS days "
+        "(default: CPCI_RAW_RETENTION_DAYS)",
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="compact: count what would be rolled up, change nothing",
+    )
+    parser.add_argument(
+        "--batch", type=int, default=None, help="compact: about this many results per transaction"
+    )
     add_database_option(parser)
     parser.set_defaults(func=run)
 
@@ -93,6 +111,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     engine = create_db_engine(settings.database_url)
     try:
+        if args.action == "compact":
+            return _compact(args, settings, engine)
         if args.action == "upgrade":
             migrate.upgrade(engine, args.revision)
         current = migrate.current_revision(engine)
@@ -103,4 +123,46 @@ def run(args: argparse.Namespace) -> int:
         )
     finally:
         engine.dispose()
+    return 0
+
+
+def _compact(args: argparse.Namespace, settings: Settings, engine: Engine) -> int:
+    """Roll up and delete the raw results older than the cut, a progress line per batch."""
+    from datetime import timedelta
+
+    from cpci.server.core import migrate
+    from cpci.server.crud.compact import BATCH_RESULTS, CompactProgress, compact
+    from cpci.server.models import utcnow
+
+    days = args.older_than if args.older_than is not None else settings.raw_retention_days
+    if days is None or days <= 0:
+        print(
+            "cpci db compact: say how old a result must be: --older-than DAYS (> 0), or set "
+            "CPCI_RAW_RETENTION_DAYS",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        migrate.require_current(engine)
+    except RuntimeError as exc:
+        print(f"cpci db compact: {exc}", file=sys.stderr)
+        return 2
+    before = utcnow() - timedelta(days=days)
+    verb = "would roll up" if args.dry_run else "rolled up"
+
+    def line(p: CompactProgress) -> str:
+        return (
+            f"{verb} {p.results} results of {p.runs} runs before {before:%Y-%m-%d %H:%M} UTC "
+            f"in {p.batches} batch(es), {p.rollups} daily rows written, "
+            f"{p.results_per_s:,.0f} results/s"
+        )
+
+    done = compact(
+        engine=engine,
+        before=before,
+        batch_results=args.batch or BATCH_RESULTS,
+        dry_run=args.dry_run,
+        on_batch=lambda p: print(line(p), file=sys.stderr, flush=True),
+    )
+    print(line(done))
     return 0

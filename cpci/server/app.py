@@ -26,6 +26,7 @@ from cpci.schema import RunEnvelope
 from cpci.server.api import api_router, ops_router
 from cpci.server.api.body_limits import BodyLimitMiddleware, BodyLimits
 from cpci.server.api.routes import pages, webhooks
+from cpci.server.compaction import CompactionJob
 from cpci.server.core import errors
 from cpci.server.core.config import Settings
 from cpci.server.core.db import create_db_engine
@@ -83,7 +84,10 @@ def create_app(
         # (tens of thousands of objects) otherwise triggers, rescanning all of it each time.
         gc.freeze()
         worker = _webhook_worker(_app, settings, policies, engine, webhook_policy)
+        compaction = _compaction_job(_app, settings, engine)
         yield
+        if compaction is not None:
+            compaction.stop()
         if worker is not None:
             worker.stop()
         if own_http and http is not None:
@@ -159,6 +163,19 @@ def _webhook_worker(
     app.state.webhook_worker = worker
     worker.start()
     return worker
+
+
+def _compaction_job(app: FastAPI, settings: Settings, engine: Engine) -> CompactionJob | None:
+    """Start the thread that rolls up results older than `CPCI_RAW_RETENTION_DAYS`, where it is
+    set (`app.state.compaction`)."""
+    if settings.raw_retention_days is None:
+        return None
+    job = CompactionJob(
+        engine, retention_days=settings.raw_retention_days, interval_s=settings.compact_interval_s
+    )
+    app.state.compaction = job
+    job.start()
+    return job
 
 
 def _document_upload_body(app: FastAPI) -> None:

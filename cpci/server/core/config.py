@@ -233,6 +233,20 @@ class Settings(BaseSettings):
         gt=0,
         description="only PRs with a run uploaded in the last this many days are read at start-up",
     )
+    raw_retention_days: float | None = Field(
+        default=None,
+        gt=0,
+        description="raw results of runs older than this many days are rolled up into daily "
+        "aggregates per config, environment and branch, then deleted (`cpci db compact`, and the "
+        "service every CPCI_COMPACT_INTERVAL_S); history, flakiness, durations and the evidence "
+        "read both; unset: every raw result is kept",
+    )
+    compact_interval_s: float = Field(
+        default=3600.0,
+        gt=0,
+        description="how often the service compacts results older than CPCI_RAW_RETENTION_DAYS "
+        "(only where that is set)",
+    )
 
     @field_validator("database_url", "database_read_url")
     @classmethod

@@ -3,7 +3,8 @@
 Two reads, each along an index: the branch's newest runs (`ix_run_repo_branch`), then the passing
 results of those runs (`ix_result_run_id`) as plain (node id, seconds) rows. The median is taken
 here rather than in SQL: SQLite has no percentile aggregate, one code path serves both engines,
-and the rows are a few per config (one per run read).
+and the rows are a few per config (one per run read). Runs whose results were rolled up (older
+than the retention) are read from their days' roll-ups (`crud.rollups.rollup_durations`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from dataclasses import dataclass
 from sqlmodel import Session
 
 from cpci.server.crud.common import fetch_rows, one_of
+from cpci.server.crud.rollups import compacted_days, rollup_durations
 from cpci.server.packed import OUTCOME_CODE
+from cpci.server.rollup import DurationSketch
 
 #: Attempts of one CI run are separate run rows; read this many rows per CI run wanted.
 ATTEMPTS_PER_RUN = 4
@@ -77,5 +80,9 @@ def branch_durations(*, session: Session, repo_id: int, branch: str, runs: int) 
         ids,
     ):
         seconds[nodeid].append(float(duration))
-    medians = {nodeid: statistics.median(values) for nodeid, values in sorted(seconds.items())}
-    return BranchDurations(found.ci_runs, found.newest_commit, medians)
+    medians = {nodeid: statistics.median(values) for nodeid, values in seconds.items()}
+    compacted = compacted_days(session, found.run_ids)
+    for nodeid, sketch in rollup_durations(session=session, branch=branch, days=compacted).items():
+        # Within the sketch's error (`rollup.RELATIVE_ERROR`) of the raw median.
+        medians[nodeid] = DurationSketch.of(seconds.get(nodeid, ())).merge(sketch).median()
+    return BranchDurations(found.ci_runs, found.newest_commit, dict(sorted(medians.items())))

@@ -5,7 +5,8 @@ then one aggregate over their results per config (runs, passes, failures, reruns
 A config that never failed in them needs nothing more: its record is its passes, no label. Only
 the configs that failed or flaked get their history window read and assessed as a PR report
 assesses them (`crud.history.observations`, `analysis.flakiness`), so the runner's chance test
-and the report's weigh the same record.
+and the report's weigh the same record. Runs whose results were rolled up (older than the
+retention) count through their days' roll-ups (`crud.rollups.rollup_counts`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from cpci.server.analysis.flakiness import FlakinessPolicy, assess_flakiness
 from cpci.server.crud.common import fetch_rows, one_of
 from cpci.server.crud.durations import newest_branch_runs
 from cpci.server.crud.history import observations
+from cpci.server.crud.rollups import compacted_days, rollup_counts
 from cpci.server.packed import outcome_codes
 from cpci.urls import Links
 
@@ -69,15 +71,20 @@ def branch_evidence(
         f"JOIN config c ON c.id = r.config_id WHERE s.run_id{member} GROUP BY c.id, c.key",
         ids,
     )
+    counts = {
+        int(pk): (str(key), int(runs), int(passes), int(bad)) for pk, key, runs, passes, bad in rows
+    }
+    days = compacted_days(session, found.run_ids)
+    for pk, rolled in rollup_counts(session=session, branch=branch, days=days).items():
+        _, runs, passes, bad = counts.get(pk, (rolled.key, 0, 0, 0))
+        counts[pk] = (rolled.key, runs + rolled.runs, passes + rolled.passes, bad + rolled.failed)
     configs: dict[str, ConfigRecord] = {}
     failing: dict[int, tuple[str, int]] = {}
-    for config_pk, key, runs, passes, bad in rows:
-        if int(bad):
-            failing[int(config_pk)] = (str(key), int(runs))
+    for config_pk, (key, runs, passes, bad) in counts.items():
+        if bad:
+            failing[config_pk] = (key, runs)
         else:
-            configs[str(key)] = ConfigRecord(
-                FlakeRecord(failures=0, trials=int(passes)), False, int(runs)
-            )
+            configs[key] = ConfigRecord(FlakeRecord(failures=0, trials=passes), False, runs)
     histories = observations(
         session=session,
         repo_name=repo_name,

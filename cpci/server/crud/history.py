@@ -11,6 +11,7 @@ from cpci.evidence import culprit_error, signature
 from cpci.schema import FAILING_OUTCOMES, RunLink
 from cpci.server.analysis.observations import Observation
 from cpci.server.crud.common import chunks, fetch_rows, from_json
+from cpci.server.crud.rollups import rollup_observations
 from cpci.server.packed import OUTCOME_NAME
 from cpci.urls import Links
 
@@ -36,7 +37,9 @@ def observations(
 
     Each config's newest results are read backwards along its (config_id, id) index and the
     reading stops after `window` of them: a config with a long history costs no more than a new
-    one (ranking all of its results, then keeping `window`, grew with the history).
+    one (ranking all of its results, then keeping `window`, grew with the history). A config
+    with fewer raw results than `window` gets whole days of its roll-ups before them
+    (`crud.rollups.rollup_observations`: results older than the retention).
     """
     out: dict[int, list[Observation]] = defaultdict(list)
     branch_runs = "u.pull_request IS NULL AND u.branch = ?" if branch is not None else "1 = 0"
@@ -80,6 +83,13 @@ def observations(
                     signature=signature(culprit_error(from_json(errors))) if failed else "",
                 )
             )
+    held = {pk: len(out.get(pk, ())) for pk in config_pks}
+    short = {pk: window - n for pk, n in held.items() if n < window}
+    older = rollup_observations(
+        session=session, wanted=short, branch=branch, pull_request=pull_request
+    )
+    for config_pk, days in older.items():
+        out[config_pk] = days + out.get(config_pk, [])
     return out
 
 

@@ -6,7 +6,7 @@ from alembic import context
 from sqlalchemy.engine import Connection
 from sqlmodel import SQLModel
 
-from cpci.server import models  # noqa: F401  (registers the tables on SQLModel.metadata)
+from cpci.server import models, rollup  # noqa: F401  (registers the tables on SQLModel.metadata)
 from cpci.server.core.db import create_db_engine
 
 

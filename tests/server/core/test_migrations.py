@@ -35,6 +35,7 @@ TABLES = {
     "quarantine",
     "result_detail",
     "metric_name",
+    "result_rollup",
 }
 
 
