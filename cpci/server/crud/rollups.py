@@ -122,6 +122,32 @@ def rollup_counts(
     return {int(pk): RollupCounts(str(key), int(r), int(p), int(f)) for pk, key, r, p, f in rows}
 
 
+@dataclass(frozen=True)
+class RolledUpDays:
+    """What a config's roll-ups hold, over every branch: their first and last day, the days,
+    the results and the failed attempts."""
+
+    first: date
+    last: date
+    days: int
+    results: int
+    failures: int
+
+
+def rolled_up_days(session: Session, config_pk: int) -> RolledUpDays | None:
+    """A summary of `config_pk`'s roll-ups, None when it has none (retention off, or nothing
+    old enough)."""
+    (row,) = fetch_rows(
+        session,
+        "SELECT MIN(day), MAX(day), COUNT(DISTINCT day), SUM(results), SUM(failures) "
+        "FROM result_rollup WHERE config_id = ?",
+        config_pk,
+    )
+    if row[0] is None:
+        return None
+    return RolledUpDays(utc_day(row[0]), utc_day(row[1]), int(row[2]), int(row[3]), int(row[4]))
+
+
 def rollup_durations(
     *, session: Session, branch: str, days: Collection[date]
 ) -> dict[str, DurationSketch]:

@@ -2,7 +2,8 @@
 signature, and pass rates per runner and environment ("works elsewhere" points at a host).
 
 Reads the newest `limit` results through the (config, id) index, so the page costs the same
-with a thousand results as with a million.
+with a thousand results as with a million. Results older than the retention are daily
+aggregates (`cpci.server.rollup`): the page says from which day its raw results start.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -23,6 +24,7 @@ from cpci.server.analysis.observations import PASSING_OUTCOMES
 from cpci.server.analysis.verdicts import ResultView, state_of
 from cpci.server.crud.common import from_json, metric_names, raw_json
 from cpci.server.crud.repos import get_config
+from cpci.server.crud.rollups import rolled_up_days
 from cpci.server.crud.shard_cache import pass_rate
 from cpci.server.models import (
     EnvironmentFingerprint,
@@ -39,6 +41,7 @@ from cpci.server.views.read_models import (
     ConfigPoint,
     EnvironmentPublic,
     PlaceStats,
+    RolledUp,
     Signature,
     TimedBy,
     TimelineCell,
@@ -102,6 +105,19 @@ def config_overview(
         runners=runners,
         environments=_environments(session, rows),
         elsewhere=works_elsewhere(runners),
+        aggregates=_aggregates(session, config.id),
+    )
+
+
+def _aggregates(session: Session, config_pk: int) -> RolledUp | None:
+    days = rolled_up_days(session, config_pk)
+    if days is None:
+        return None
+    return RolledUp(
+        raw_from=days.last + timedelta(days=1),
+        days=days.days,
+        results=days.results,
+        failures=days.failures,
     )
 
 

@@ -8,7 +8,7 @@ are wire types (`cpci.schema`): the GitHub bot and the Action read those too.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -268,6 +268,16 @@ class ConfigTriage(BaseModel):
     )
 
 
+class RolledUp(BaseModel):
+    """A config's results older than the retention, kept as daily aggregates
+    (`cpci.server.rollup`)."""
+
+    raw_from: date = Field(description="the day raw results start: before it, daily aggregates")
+    days: int
+    results: int
+    failures: int = Field(description="failed attempts, as the flake record counts them")
+
+
 class ConfigOverview(BaseModel):
     repository: str
     config: str
@@ -281,6 +291,9 @@ class ConfigOverview(BaseModel):
     elsewhere: str | None = Field(description="a runner fails where others pass, if any")
     triage: ConfigTriage | None = Field(
         default=None, description="where it broke, its quarantine, the order dependences seen"
+    )
+    aggregates: RolledUp | None = Field(
+        default=None, description="its results before raw_from, rolled up per day (None: none)"
     )
 
 

@@ -23,7 +23,7 @@ from cpci.server.crud.history import observations
 from cpci.server.models import Config, Result, ResultDetail, utcnow
 from cpci.server.rollup import RELATIVE_ERROR, DurationSketch, ResultRollup
 from cpci.urls import Links
-from tests.builders import REPO, envelope, record, sha, upload
+from tests.builders import REPO, config, envelope, record, sha, upload
 from tests.server.databases import ClientFactory
 
 OLD_RUNS, NEW_RUNS = 9, 3
@@ -239,3 +239,22 @@ def test_the_service_compacts_in_the_background_where_retention_is_set(
     results, _, rollups = _stored(engine)
     assert raw - results == job.last.results == sum(r["results"] for r in rollups)
     _same_reads(before, _reads(engine, seeded))
+
+
+def test_the_config_page_says_before_which_day_it_shows_daily_aggregates(
+    client: TestClient, engine: Engine, seeded: int
+) -> None:
+    key = config("broken")
+    twin = f"/api/v1/repos/{REPO}/config"
+    assert client.get(twin, params={"config": key}).json()["aggregates"] is None
+    assert 'id="aggregates"' not in client.get(f"/ui/{REPO}/config", params={"config": key}).text
+
+    compact(engine=engine, before=utcnow() - timedelta(days=7))
+
+    newest_old_day = (utcnow() - timedelta(days=30 - (OLD_RUNS - 1))).date()
+    raw_from = (newest_old_day + timedelta(days=1)).isoformat()
+    aggregates = client.get(twin, params={"config": key}).json()["aggregates"]
+    rolled = {"raw_from": raw_from, "days": OLD_RUNS, "results": OLD_RUNS, "failures": 3}
+    assert aggregates == rolled  # broken failed runs 3 to 5
+    page = client.get(f"/ui/{REPO}/config", params={"config": key}).text
+    assert f"Before {raw_from}: daily aggregates ({OLD_RUNS} results over {OLD_RUNS} day(s)" in page
