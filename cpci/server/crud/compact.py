@@ -3,9 +3,10 @@
 `compact` works in batches of whole runs (a run's results are the flake record's unit, so no
 run is ever split across batches), oldest run first, each batch one transaction: read the
 runs' results, add them into their days' `ResultRollup` rows (creating the missing ones),
-delete the raw rows. An interrupted compaction leaves every batch either done or untouched; a
-rerun finds only the runs that still have raw results, so it changes nothing when there are
-none. Runs and shards stay (pages link to them); only their results go.
+delete the raw rows. Batches take one lock, so concurrent compactions (two replicas'
+background jobs) take turns. An interrupted compaction leaves every batch either done or
+untouched; a rerun finds only the runs that still have raw results, so it changes nothing when
+there are none. Runs and shards stay (pages link to them); only their results go.
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ from cpci.server.rollup import DurationSketch, ResultRollup
 BATCH_RESULTS = 20_000
 #: Runs looked at per query when filling a batch.
 RUNS_PER_QUERY = 500
+
+#: PostgreSQL advisory lock key of compaction batches ("cpci" + "rollup", in ASCII).
+COMPACTION_LOCK = 0x63706369_726F6C6C
 
 #: A roll-up row's key: config, environment, branch, pull request (0: none), day.
 RollupKey = tuple[int, int, str, int, date]
@@ -86,6 +90,7 @@ def compact(
     cursor = 0
     while True:
         with Session(writer(engine)) as session:
+            _one_compaction_at_a_time(session)
             batch = _next_batch(session, before, cursor, batch_results)
             if not batch:
                 break
@@ -104,6 +109,15 @@ def compact(
         if on_batch is not None:
             on_batch(progress)
     return replace(progress, elapsed_s=time.perf_counter() - started)
+
+
+def _one_compaction_at_a_time(session: Session) -> None:
+    """Hold the compaction lock for this batch's transaction, so replicas (or a command beside
+    the service) never roll the same runs up twice: SQLite's write lock is taken up front
+    (`core.db.writer`); PostgreSQL takes a transaction-level advisory lock. The batch is chosen
+    after the lock, so it never includes runs another batch has just compacted."""
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": COMPACTION_LOCK})
 
 
 def _next_batch(session: Session, before: datetime, after_id: int, size: int) -> list[_OldRun]:

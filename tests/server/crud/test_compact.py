@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import random
+import threading
 from datetime import timedelta
 from typing import Any
 
@@ -258,3 +259,25 @@ def test_the_config_page_says_before_which_day_it_shows_daily_aggregates(
     assert aggregates == rolled  # broken failed runs 3 to 5
     page = client.get(f"/ui/{REPO}/config", params={"config": key}).text
     assert f"Before {raw_from}: daily aggregates ({OLD_RUNS} results over {OLD_RUNS} day(s)" in page
+
+
+def test_two_compactions_at_once_roll_each_run_up_once(engine: Engine, seeded: int) -> None:
+    before = _reads(engine, seeded)
+    raw, _, _ = _stored(engine)
+    cut = utcnow() - timedelta(days=7)
+    start = threading.Barrier(2)
+    done: list[CompactProgress] = []
+
+    def replica() -> None:
+        start.wait()
+        done.append(compact(engine=engine, before=cut, batch_results=1))
+
+    threads = [threading.Thread(target=replica) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    results, _, rollups = _stored(engine)
+    assert sum(d.runs for d in done) == OLD_RUNS  # each run rolled up by one of them
+    assert raw - results == sum(d.results for d in done) == sum(r["results"] for r in rollups)
+    _same_reads(before, _reads(engine, seeded))
