@@ -20,14 +20,15 @@ from cpci.server.crud.tokens import create_token
 from cpci.server.models import Result, utcnow
 from cpci.server.rollup import ResultRollup
 from tests.builders import REPO, envelope, record, sha, upload
+from tests.server.databases import ENGINES, fresh_database
 
 RUNS = 4
 
 
-@pytest.fixture
-def database(tmp_path: Path) -> str:
-    """A SQLite database with RUNS runs of main, the first three 20 days old."""
-    url = f"sqlite:///{tmp_path / 'cpci.db'}"
+@pytest.fixture(params=ENGINES)
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A database of each engine with RUNS runs of main, the first three 20 days old."""
+    url = fresh_database(request.param, request, tmp_path, migrated=False)
     assert main(["db", "upgrade", "--database-url", url]) == 0
     engine = create_db_engine(url)
     with Session(engine) as session:
