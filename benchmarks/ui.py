@@ -123,6 +123,7 @@ def seed(path: Path, results: int, configs: int = CONFIGS, shards: int = SHARDS)
                     (
                         next_id,
                         shard_id,
+                        run_id,
                         c + 1,
                         OUTCOME_CODE[result],
                         1.0 + (c % 50) * 0.1 + (r % 7) * 0.01,
@@ -131,9 +132,9 @@ def seed(path: Path, results: int, configs: int = CONFIGS, shards: int = SHARDS)
                     )
                 )
             conn.executemany(
-                "INSERT INTO result (id, shard_id, config_id, outcome, duration_s, metrics, "
-                "batch, attempt, isolation, flaky, arrival) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, 1, 0, 0, 0)",
+                "INSERT INTO result (id, shard_id, run_id, config_id, outcome, duration_s, "
+                "metrics, batch, attempt, isolation, flaky, arrival) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, 0, 0, 0)",
                 rows,
             )
             conn.executemany(

@@ -220,11 +220,14 @@ class ConfigPublic(ConfigBase):
 
 class Result(SQLModel, table=True):
     """One attempt of one config in one shard, in the fewest bytes (`cpci.server.packed`): its
-    run and environment are its shard's, its outcome and isolation small codes, its metrics
-    interned names with float64 values, its batch four numbers. What most results lack (rank
-    errors, rerun and stop reasons, order dependence) is a `ResultDetail` row of its own.
-    Columns are ordered widest first and none is NULL, so PostgreSQL pads nothing and keeps no
-    null bitmap. Two indexes: one config's history, newest first, and one shard's results."""
+    environment is its shard's, its outcome and isolation small codes, its metrics interned
+    names with float64 values, its batch four numbers. What most results lack (rank errors,
+    rerun and stop reasons, order dependence) is a `ResultDetail` row of its own. Columns are
+    ordered widest first and none is NULL, so PostgreSQL pads nothing and keeps no null bitmap.
+    The run id stays (a history read filters on the run for each of a hundred configs, and a
+    join through the shard there doubled PostgreSQL's time; it fits the row's alignment padding
+    there) but is not indexed: a run's results are read through its shards. Two indexes: one
+    config's history, newest first, and one shard's results."""
 
     __table_args__ = (
         Index("ix_result_config_id_id", "config_id", "id"),
@@ -234,6 +237,7 @@ class Result(SQLModel, table=True):
     duration_s: float
     shard_id: int = Field(foreign_key="shard.id")
     config_id: int = Field(foreign_key="config.id")
+    run_id: int = Field(foreign_key="run.id")
     attempt: int = 1
     outcome: str = Field(sa_type=OutcomeCode)
     isolation: str | None = Field(default=None, sa_type=IsolationCode, nullable=False)

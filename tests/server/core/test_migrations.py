@@ -318,7 +318,7 @@ def test_0010_packs_every_result_and_unpacks_it_going_down(
                 (2, "failed once", "the cap")
             ]
             assert details[0].rank_errors == [{"rank": 1, "message": "boom"}]
-            session.add(Result(duration_s=1.0, shard_id=1, config_id=1, outcome="passed"))
+            session.add(Result(duration_s=1.0, shard_id=1, config_id=1, run_id=1, outcome="passed"))
             session.commit()
             assert session.exec(select(func.max(Result.id))).one() == 3
             session.exec(delete(Result).where(col(Result.id) == 3))

@@ -1,11 +1,12 @@
 """Results in the fewest bytes
 
-A result row keeps numbers only (`cpci.server.packed`): its run and environment are its shard's
-(no columns of their own, no run index), outcome and isolation are small codes, metrics are
+A result row keeps numbers only (`cpci.server.packed`): its environment is its shard's, its run
+id is no longer indexed (a run's results are read through its shards), outcome and isolation are
+small codes, metrics are
 (interned name id, float64) pairs and the batch four numbers, packed. Rank errors, rerun and stop
 reasons and order dependence, which most results lack, move to `result_detail`, a row only for
 the results that have any. Every existing result is converted, both ways: going down rebuilds
-the wide table, run and environment taken from the shard again.
+the wide table, the environment taken from the shard again.
 
 Revision ID: 0010
 Revises: 0009
@@ -103,6 +104,7 @@ def upgrade() -> None:
         sa.Column("duration_s", sa.Float(), nullable=False),
         sa.Column("shard_id", sa.Integer(), nullable=False),
         sa.Column("config_id", sa.Integer(), nullable=False),
+        sa.Column("run_id", sa.Integer(), nullable=False),
         sa.Column("attempt", sa.Integer(), nullable=False),
         sa.Column("outcome", sa.SmallInteger(), nullable=False),
         sa.Column("isolation", sa.SmallInteger(), nullable=False),
@@ -113,6 +115,7 @@ def upgrade() -> None:
         sa.ForeignKeyConstraint(
             ["config_id"], ["config.id"], name=op.f("fk_result_config_id_config")
         ),
+        sa.ForeignKeyConstraint(["run_id"], ["run.id"], name=op.f("fk_result_run_id_run")),
         sa.ForeignKeyConstraint(["shard_id"], ["shard.id"], name=op.f("fk_result_shard_id_shard")),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_result")),
     )
@@ -132,15 +135,15 @@ def upgrade() -> None:
     bind = op.get_bind()
     names: dict[str, int] = {}
     old = (
-        "SELECT r.id, r.duration_s, r.shard_id, r.config_id, r.attempt, r.outcome, r.isolation, "
-        "r.flaky, r.arrival, r.metrics, r.batch, r.rank_errors, r.rerun_reason, r.stop_reason, "
-        "r.order_dependence FROM result_old r WHERE 1 = 1"
+        "SELECT r.id, r.duration_s, r.shard_id, r.config_id, r.run_id, r.attempt, r.outcome, "
+        "r.isolation, r.flaky, r.arrival, r.metrics, r.batch, r.rank_errors, r.rerun_reason, "
+        "r.stop_reason, r.order_dependence FROM result_old r WHERE 1 = 1"
     )
     for chunk in _rows(old):
         rows, details = [], []
         for row in chunk:
-            pk, took, shard, config, attempt, outcome, isolation, flaky, arrival = row[:9]
-            metrics, batch = _json(row[9]) or {}, _json(row[10])
+            pk, took, shard, config, run, attempt, outcome, isolation, flaky, arrival = row[:10]
+            metrics, batch = _json(row[10]) or {}, _json(row[11])
             for name in metrics:
                 if name not in names:
                     names[name] = len(names) + 1
@@ -151,6 +154,7 @@ def upgrade() -> None:
                     "duration_s": took,
                     "shard_id": shard,
                     "config_id": config,
+                    "run_id": run,
                     "attempt": attempt,
                     "outcome": OUTCOME_CODE[outcome],
                     "isolation": ISOLATION_CODE[isolation],
@@ -160,7 +164,7 @@ def upgrade() -> None:
                     "batch": pack_batch(batch),
                 }
             )
-            extra = dict(zip(_DETAILS, row[11:], strict=True))
+            extra = dict(zip(_DETAILS, row[12:], strict=True))
             extra["rank_errors"] = _json(extra["rank_errors"]) or None
             extra["order_dependence"] = _json(extra["order_dependence"])
             if any(v is not None for v in extra.values()):
@@ -211,7 +215,7 @@ def downgrade() -> None:
     bind = op.get_bind()
     names: dict[int, str] = dict(bind.execute(sa.text("SELECT id, name FROM metric_name")).all())
     packed = (
-        "SELECT r.id, s.run_id, r.shard_id, r.config_id, s.environment_id, r.outcome, "
+        "SELECT r.id, r.run_id, r.shard_id, r.config_id, s.environment_id, r.outcome, "
         "r.duration_s, r.attempt, r.flaky, r.isolation, d.rank_errors, r.metrics, r.batch, "
         "d.rerun_reason, d.stop_reason, r.arrival, d.order_dependence FROM result_old r "
         "JOIN shard s ON s.id = r.shard_id LEFT JOIN result_detail d ON d.result_id = r.id "
