@@ -6,7 +6,9 @@ analysis weighs as it weighs raw ones: one per rolled-up run, its failures and p
 over them, the signatures on the failures. What a day keeps exactly is what the flake record
 and the chance test read: attempts, failures, signatures, passes, runs and failing runs. What it
 cannot keep is the order of its runs and their commits: a roll-up day adds no flips and no
-same-commit evidence beyond its own failing runs that also passed.
+same-commit evidence beyond its own failing runs that also passed, and its observations are
+passes and failures (a timeout comes back as a failure; skips are left out, as the analysis
+leaves them out; the row's `outcomes` keeps every outcome's count).
 """
 
 from __future__ import annotations

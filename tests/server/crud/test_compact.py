@@ -16,7 +16,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine, func, text
 from sqlmodel import Session, select
 
-from cpci.server.analysis.flakiness import FlakinessPolicy, assess_flakiness
+from cpci.server.analysis.flakiness import FlakinessPolicy, assess_flakiness, flake_record
+from cpci.server.analysis.observations import Observation
 from cpci.server.crud.compact import CompactProgress, compact
 from cpci.server.crud.durations import branch_durations
 from cpci.server.crud.evidence import branch_evidence
@@ -24,7 +25,7 @@ from cpci.server.crud.history import observations
 from cpci.server.models import Config, Result, ResultDetail, utcnow
 from cpci.server.rollup import RELATIVE_ERROR, DurationSketch, ResultRollup
 from cpci.urls import Links
-from tests.builders import REPO, config, envelope, record, sha, upload
+from tests.builders import REPO, config, envelope, record, replaced, sha, upload
 from tests.server.databases import ClientFactory
 
 OLD_RUNS, NEW_RUNS = 9, 3
@@ -281,3 +282,43 @@ def test_two_compactions_at_once_roll_each_run_up_once(engine: Engine, seeded: i
     assert sum(d.runs for d in done) == OLD_RUNS  # each run rolled up by one of them
     assert raw - results == sum(d.results for d in done) == sum(r["results"] for r in rollups)
     _same_reads(before, _reads(engine, seeded))
+
+
+def test_a_pull_requests_rolled_up_runs_count_for_its_own_history_only(
+    client: TestClient, engine: Engine, seeded: int
+) -> None:
+    failing = [record("steady", "failed", message="RuntimeError: mine")]
+    for n in range(2):
+        pr = envelope(failing, ci_run_id=str(50 + n), commit=sha(50 + n))
+        upload(client, replaced(pr, pull_request=7, branch="pr-7", base_commit=sha(0)))
+    with Session(engine) as session:
+        session.execute(
+            text("UPDATE run SET created_at = :at WHERE pull_request = 7"),
+            {"at": utcnow() - timedelta(days=20)},
+        )
+        session.commit()
+        steady = session.exec(select(Config.id).where(Config.nodeid.endswith("[steady]"))).one()  # type: ignore[union-attr]
+
+    def read(pull_request: int | None) -> list[Observation]:
+        with Session(engine) as session:
+            seen = observations(
+                session=session,
+                repo_name=REPO,
+                config_pks=[steady],
+                window=WINDOW,
+                links=LINKS,
+                branch="main",
+                pull_request=pull_request,
+            )
+        return seen[steady]
+
+    before = (read(None), read(7))
+    compact(engine=engine, before=utcnow() - timedelta(days=7))
+    branch, own = read(None), read(7)
+    assert not any(o.on_pull_request for o in branch)
+    assert [o.signature for o in own if o.on_pull_request] == ["RuntimeError: mine"] * 2
+    for old, new in zip(before, (branch, own), strict=True):
+        assert flake_record([o for o in new if o.counted]) == flake_record(
+            [o for o in old if o.counted]
+        )
+        assert sorted(o.outcome for o in new) == sorted(o.outcome for o in old)
