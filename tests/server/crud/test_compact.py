@@ -297,7 +297,7 @@ def test_a_pull_requests_rolled_up_runs_count_for_its_own_history_only(
             {"at": utcnow() - timedelta(days=20)},
         )
         session.commit()
-        steady = session.exec(select(Config.id).where(Config.nodeid.endswith("[steady]"))).one()  # type: ignore[union-attr]
+        steady = session.exec(select(Config.id).where(Config.nodeid.endswith("[steady]"))).one()
 
     def read(pull_request: int | None) -> list[Observation]:
         with Session(engine) as session:
