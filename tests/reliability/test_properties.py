@@ -13,7 +13,14 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cpci.schema import FAILING_OUTCOMES, OUTCOMES, FlakeRecord, FlakinessAssessment, RunLink
+from cpci.schema import (
+    FAILING_OUTCOMES,
+    OUTCOMES,
+    FlakeRecord,
+    FlakinessAssessment,
+    OrderDependence,
+    RunLink,
+)
 from cpci.schema import NOT_RUN_OUTCOMES as NOT_RUN
 from cpci.server.analysis.flakiness import (
     FlakinessPolicy,
@@ -50,6 +57,16 @@ RESULTS = st.builds(
     attempt=st.integers(1, 3),
     isolation=st.none() | st.sampled_from(["fails-alone", "order-dependent", "flaky"]),
     culprit=MESSAGES,
+    arrival=st.booleans(),
+    stop_reason=st.none()
+    | st.sampled_from(["decided after 2 attempt(s): failed 2/2", "passed on attempt 2"]),
+    order_dependence=st.none()
+    | st.builds(
+        OrderDependence,
+        polluters=st.lists(st.sampled_from(["t.py::a", "t.py::b"]), min_size=1, max_size=2),
+        replays=st.integers(0, 10),
+        searched=st.integers(1, 64),
+    ),
 )
 HEADS = st.lists(RESULTS, min_size=1, max_size=4)
 
