@@ -105,11 +105,12 @@ def config_overview(
         runners=runners,
         environments=_environments(session, rows),
         elsewhere=works_elsewhere(runners),
-        aggregates=_aggregates(session, config.id),
+        aggregates=rolled_up(session, config.id),
     )
 
 
-def _aggregates(session: Session, config_pk: int) -> RolledUp | None:
+def rolled_up(session: Session, config_pk: int) -> RolledUp | None:
+    """What of `config_pk`'s history is daily aggregates (None: none), as its pages say."""
     days = rolled_up_days(session, config_pk)
     if days is None:
         return None

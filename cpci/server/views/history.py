@@ -10,6 +10,7 @@ from cpci.server.crud.history import run_link
 from cpci.server.crud.repos import get_config
 from cpci.server.models import Repository, Result, ResultDetail, Run, Shard, as_utc
 from cpci.server.packed import unpack_metrics
+from cpci.server.views.config_overview import rolled_up
 from cpci.server.views.read_models import HistoryEntry, HistoryPage
 from cpci.urls import Links
 
@@ -80,4 +81,6 @@ def config_history(
         params=config.params or {},
         entries=entries,
         next_cursor=entries[-1].result_id if more and entries else None,
+        # Read on the last page only: the hot first pages of a long history cost nothing more.
+        aggregates=None if more else rolled_up(session, config.id),
     )

@@ -96,6 +96,16 @@ class HistoryEntry(BaseModel):
     uploaded_at: datetime
 
 
+class RolledUp(BaseModel):
+    """A config's results older than the retention, kept as daily aggregates
+    (`cpci.server.rollup`)."""
+
+    raw_from: date = Field(description="the day raw results start: before it, daily aggregates")
+    days: int
+    results: int
+    failures: int = Field(description="failed attempts, as the flake record counts them")
+
+
 class HistoryPage(BaseModel):
     repository: str
     config: str
@@ -103,6 +113,11 @@ class HistoryPage(BaseModel):
     params: dict[str, Any]
     entries: list[HistoryEntry]
     next_cursor: int | None = Field(description="pass as ?before= for the next (older) page")
+    aggregates: RolledUp | None = Field(
+        default=None,
+        description="on the last page (no next_cursor): the results before raw_from, rolled up "
+        "per day past the retention (None: none)",
+    )
 
 
 class FlakyConfig(BaseModel):
@@ -266,16 +281,6 @@ class ConfigTriage(BaseModel):
     order_dependence_runs: list[str] = Field(
         description="CI run ids the order-dependent results were in, newest first"
     )
-
-
-class RolledUp(BaseModel):
-    """A config's results older than the retention, kept as daily aggregates
-    (`cpci.server.rollup`)."""
-
-    raw_from: date = Field(description="the day raw results start: before it, daily aggregates")
-    days: int
-    results: int
-    failures: int = Field(description="failed attempts, as the flake record counts them")
 
 
 class ConfigOverview(BaseModel):

@@ -243,7 +243,7 @@ def test_the_service_compacts_in_the_background_where_retention_is_set(
     _same_reads(before, _reads(engine, seeded))
 
 
-def test_the_config_page_says_before_which_day_it_shows_daily_aggregates(
+def test_the_config_and_history_pages_say_before_which_day_they_are_daily_aggregates(
     client: TestClient, engine: Engine, seeded: int
 ) -> None:
     key = config("broken")
@@ -260,6 +260,11 @@ def test_the_config_page_says_before_which_day_it_shows_daily_aggregates(
     assert aggregates == rolled  # broken failed runs 3 to 5
     page = client.get(f"/ui/{REPO}/config", params={"config": key}).text
     assert f"Before {raw_from}: daily aggregates ({OLD_RUNS} results over {OLD_RUNS} day(s)" in page
+    history = f"/api/v1/repos/{REPO}/history"
+    assert client.get(history, params={"config": key}).json()["aggregates"] == rolled
+    first = client.get(history, params={"config": key, "limit": 1}).json()
+    assert first["next_cursor"] is not None
+    assert first["aggregates"] is None  # said on the last page, where the raw results end
 
 
 def test_two_compactions_at_once_roll_each_run_up_once(engine: Engine, seeded: int) -> None:
