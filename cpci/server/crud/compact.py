@@ -36,8 +36,9 @@ from cpci.server.rollup import DurationSketch, ResultRollup
 
 #: Raw results per batch (whole runs: a batch holds at least one run, however large).
 BATCH_RESULTS = 20_000
-#: Runs looked at per query when filling a batch.
-RUNS_PER_QUERY = 500
+#: Runs counted per query when filling a batch: few, as counting a run's results reads its
+#: index entries, and a batch needs only as many runs as fill `BATCH_RESULTS`.
+RUNS_PER_QUERY = 32
 
 #: PostgreSQL advisory lock key of compaction batches ("cpci" + "rollup", in ASCII).
 COMPACTION_LOCK = 0x63706369_726F6C6C
@@ -89,8 +90,9 @@ def compact(
     progress = CompactProgress()
     cursor = 0
     while True:
-        with Session(writer(engine)) as session:
-            _one_compaction_at_a_time(session)
+        with Session(engine if dry_run else writer(engine)) as session:
+            if not dry_run:
+                _one_compaction_at_a_time(session)
             batch = _next_batch(session, before, cursor, batch_results)
             if not batch:
                 break

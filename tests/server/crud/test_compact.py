@@ -18,6 +18,7 @@ from sqlmodel import Session, select
 
 from cpci.server.analysis.flakiness import FlakinessPolicy, assess_flakiness, flake_record
 from cpci.server.analysis.observations import Observation
+from cpci.server.crud import compact as compact_module
 from cpci.server.crud.compact import CompactProgress, compact
 from cpci.server.crud.durations import branch_durations
 from cpci.server.crud.evidence import branch_evidence
@@ -327,3 +328,11 @@ def test_a_pull_requests_rolled_up_runs_count_for_its_own_history_only(
             [o for o in old if o.counted]
         )
         assert sorted(o.outcome for o in new) == sorted(o.outcome for o in old)
+
+
+def test_a_batch_fills_over_several_run_queries(
+    engine: Engine, seeded: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(compact_module, "RUNS_PER_QUERY", 2)
+    done = compact(engine=engine, before=utcnow() - timedelta(days=7))
+    assert (done.batches, done.runs) == (1, OLD_RUNS)
