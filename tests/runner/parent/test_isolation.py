@@ -50,7 +50,10 @@ def test_isolation_classifies_each_failure(
 ) -> None:
     monkeypatch.setenv("MARKS", str(pytester.mkdir("marks")))
     pytester.makepyfile(test_iso=SUITE)
-    result = pytester.runpytest_subprocess("--cpci-isolate-failures", "--cpci-results=r.jsonl")
+    # With reruns too, as the Action runs it: the isolating alone run is the first rerun.
+    result = pytester.runpytest_subprocess(
+        "--cpci-isolate-failures", "--cpci-reruns=2", "--cpci-results=r.jsonl"
+    )
     assert result.parseoutcomes() == {"passed": 3, "failed": 2, "flaky": 1}
     final = {}
     for record in results(pytester.path / "r.jsonl"):
@@ -81,8 +84,9 @@ def test_isolation_classifies_each_failure(
     assert final["test_c_flaky"]["isolation"] == "flaky"
     assert final["test_c_flaky"]["outcome"] == "passed"
     assert final["test_c_flaky"]["flaky"] is True
-    assert final["test_d_broken"]["isolation"] == "fails-alone"
-    assert final["test_d_broken"]["attempt"] == 2
+    broken = final["test_d_broken"]
+    assert (broken["isolation"], broken["attempt"]) == ("fails-alone", 3)
+    assert broken["rank_errors"][-1]["message"] == "failed 3/3 attempts"
     assert final["test_a1_pollutes"]["isolation"] is None
     # Every attempt is kept: the first failure of the flaky config is not hidden.
     attempts = [
@@ -100,5 +104,6 @@ def test_isolation_classifies_each_failure(
             "*1 order-dependent*",
             "*test_iso.py::test_b_order_dependent: fails after test_iso.py::test_a1_pollutes; "
             "found in 3 replays among 3 predecessors",
+            "FAILED *test_b_order_dependent - order-dependent: passes alone*",
         ]
     )

@@ -94,62 +94,6 @@ def test_reruns_record_every_attempt_and_tell_k_of_k_from_flaky(tmp_path: Path) 
     )
 
 
-ISOLATED = """
-import pytest
-
-STATE = {"polluted": False}
-
-@pytest.mark.cpci(world_size=2)
-def test_a_pollutes(cpci_dist):
-    STATE["polluted"] = True
-
-@pytest.mark.cpci(world_size=2)
-def test_b_order_dependent(cpci_dist):
-    assert not STATE["polluted"], "polluted by an earlier config"
-
-@pytest.mark.cpci(world_size=2)
-def test_c_broken(cpci_dist):
-    assert False, "always broken"
-"""
-
-
-def test_reruns_with_isolation_number_attempts_once_per_config(tmp_path: Path) -> None:
-    (tmp_path / "test_iso.py").write_text(ISOLATED)
-    result = run_pytest(
-        tmp_path, "--cpci-results=r.jsonl", "--cpci-reruns=2", "--cpci-isolate-failures"
-    )
-    assert result.parseoutcomes() == {"passed": 1, "failed": 2}, result.stdout.str()
-    records = results(tmp_path / "r.jsonl")
-    # The isolating alone run is the first rerun; the replay after the predecessors comes next.
-    assert _attempts(records) == {
-        "test_a_pollutes": [(1, "passed")],
-        "test_b_order_dependent": [(1, "failed"), (2, "passed"), (3, "failed")],
-        "test_c_broken": [(1, "failed"), (2, "failed"), (3, "failed")],
-    }
-    final = _final(records)
-    order = final["test_b_order_dependent"]
-    assert (order["outcome"], order["isolation"], order["flaky"]) == (
-        "failed",
-        "order-dependent",
-        False,
-    )
-    assert order["rank_errors"][0]["message"] == (
-        "order-dependent: passes alone, fails after test_iso.py::test_a_pollutes; found in 1 "
-        "replay among 1 predecessors"
-    )
-    assert "polluted by an earlier config" in order["rank_errors"][1]["message"]
-    broken = final["test_c_broken"]
-    assert broken["isolation"] == "fails-alone"
-    assert broken["rank_errors"][-1]["message"] == "failed 3/3 attempts"
-    assert worlds_started(result.stdout.str()) == 5  # shared, then 2 for b and 2 for c
-    result.stdout.fnmatch_lines(
-        [
-            "*ORDER-DEPENDENT: passes alone, fails after test_iso.py::test_a_pollutes; found in 1*",
-            "FAILED *test_b_order_dependent - order-dependent: passes alone*",
-        ]
-    )
-
-
 #: `stable` has passed 200 times on the base branch: its failure is decided at once. `known_flaky`
 #: failed 10 of 40 times there: its failure is rerun (and passes). `arriving` is new there: it
 #: passes, then fails its second run, alone (flaky on arrival).
