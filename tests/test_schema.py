@@ -71,6 +71,13 @@ def test_unknown_outcomes_and_fields_are_rejected() -> None:
         )
 
 
+@pytest.mark.parametrize("name", ["", "m" * 201, "loss\x00"])
+def test_a_metric_name_is_bounded_and_holds_no_nul(name: str) -> None:
+    # The service interns names in a text column: PostgreSQL's cannot hold NUL.
+    with pytest.raises(ValidationError, match="metrics"):
+        ResultRecord(nodeid="t", world_size=2, outcome="passed", duration_s=1, metrics={name: 1})
+
+
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
 def test_metrics_and_durations_must_be_finite(bad: float) -> None:
     with pytest.raises(ValidationError):

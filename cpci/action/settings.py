@@ -35,7 +35,7 @@ class ActionSettings(BaseModel):
     batch_size: int | None = Field(default=None, ge=1)
     workers: int = Field(default=1, ge=1)
     #: The most same-commit reruns of a failed config; None: the policy's default
-    #: (`cpci.evidence.DEFAULT_CAPS`: 5 under adaptive, 2 under fixed), `rerun_cap`.
+    #: (`cpci.evidence.DEFAULT_CAPS`: 5 under adaptive with a server-url, else 2), `rerun_cap`.
     reruns: int | None = Field(default=None, ge=0)
     #: adaptive: a failure is rerun only while the base branch's evidence cannot decide it.
     reruns_policy: RerunMode = "adaptive"
@@ -101,8 +101,13 @@ class ActionSettings(BaseModel):
 
     @property
     def rerun_cap(self) -> int:
-        """`--cpci-reruns`: the `reruns` input, else the default of the rerun policy."""
-        return DEFAULT_CAPS[self.reruns_policy] if self.reruns is None else self.reruns
+        """`--cpci-reruns`: the `reruns` input, else the rerun policy's default. Adaptive's is
+        only worth its height with evidence to stop by: without a server-url every failure would
+        pay it, so there it is fixed's."""
+        if self.reruns is not None:
+            return self.reruns
+        decides = self.reruns_policy == "adaptive" and bool(self.server_url)
+        return DEFAULT_CAPS["adaptive" if decides else "fixed"]
 
     @property
     def extra_pytest_args(self) -> list[str]:

@@ -20,8 +20,9 @@ from cpci.action.settings import ActionSettings
 from cpci.demo.history import HISTORY, Commit
 from cpci.schema import ResultRecord, final_records, read_results
 
-#: Same-commit reruns, as the Action makes them by default (its policy's cap): what turns a
-#: transient failure into same-commit flaky evidence and a repeatable one into a failure.
+#: Same-commit reruns, as the Action makes them by default without a server-url (the demo's
+#: jobs fetch no evidence): what turns a transient failure into same-commit flaky evidence and a
+#: repeatable one into a failure.
 RERUNS: int = ActionSettings().rerun_cap
 #: Seconds between the runner's progress lines.
 PROGRESS_S = 5

@@ -54,7 +54,8 @@ STOP_CHANCE = 0.01
 #: rerun only while the evidence cannot decide, so a higher cap costs little and lets a flake
 #: pass where two straight failures of a 30% flake would be called the PR's: on the verdict
 #: corpus (docs/verdicts.md, "Reruns") cap 5 gave 1.1% false alarms at 1.32 reruns per failing
-#: config, cap 2 6.0% at 1.23; fixed reruns every failure to the cap, so it keeps 2.
+#: config, cap 2 6.0% at 1.23; fixed reruns every failure to the cap, so it keeps 2 (as does
+#: adaptive with no evidence to stop by: the Action without a server-url).
 DEFAULT_CAPS: dict[RerunMode, int] = {"adaptive": 5, "fixed": 2}
 
 

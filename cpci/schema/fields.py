@@ -12,10 +12,13 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field
 
 JSONScalar = str | int | float | bool | None
-#: A metric's name is 1 to this many characters; the runner refuses a longer one where a test
-#: records it (`cpci.runner.rank.dist`), so one name costs its config, not its world's records.
+#: A metric's name is 1 to this many characters, without NUL (the service interns it in a text
+#: column, which PostgreSQL's cannot hold); the runner refuses a bad one where a test records it
+#: (`cpci.runner.rank.dist`), so one name costs its config, not its world's records.
 MAX_METRIC_NAME_LENGTH = 200
-MetricName = Annotated[str, Field(min_length=1, max_length=MAX_METRIC_NAME_LENGTH)]
+MetricName = Annotated[
+    str, Field(min_length=1, max_length=MAX_METRIC_NAME_LENGTH, pattern=r"^[^\x00]*$")
+]
 #: NaN and infinities are refused at the door: they break comparisons, drift analysis and
 #: PostgreSQL's JSON columns alike.
 Finite = Annotated[float, Field(allow_inf_nan=False)]

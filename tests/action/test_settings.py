@@ -83,3 +83,15 @@ def test_the_uploads_settings_come_from_the_inputs_alone(monkeypatch: pytest.Mon
     inputs = {"SERVER_URL": "https://cpci.example/", "AUTH": "oidc"}
     upload = ActionSettings.from_env({PREFIX + k: v for k, v in inputs.items()}).upload_settings()
     assert upload.token_audience() == "https://cpci.example"
+
+
+def _env(inputs: dict[str, str]) -> dict[str, str]:
+    return {PREFIX + k: v for k, v in inputs.items()}
+
+
+def test_the_rerun_cap_is_adaptives_only_with_evidence_to_stop_by() -> None:
+    service = {"SERVER_URL": "https://cpci.example.com", "TOKEN": "t"}
+    assert ActionSettings.from_env(_env(service)).rerun_cap == 5
+    assert ActionSettings.from_env(_env({})).rerun_cap == 2  # no server-url: every failure pays it
+    assert ActionSettings.from_env(_env({**service, "RERUNS_POLICY": "fixed"})).rerun_cap == 2
+    assert ActionSettings.from_env(_env({**service, "RERUNS": "3"})).rerun_cap == 3

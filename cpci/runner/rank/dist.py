@@ -67,6 +67,8 @@ def metric_problem(name: object, value: object) -> str | None:
             f"metric name is {len(name)} characters, the limit is {MAX_METRIC_NAME_LENGTH}: "
             f"{name[:40]!r}... (shorten it)"
         )
+    if "\x00" in name:
+        return f"metric name holds a NUL character: {name!r} (the service cannot store it)"
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return f"metric {name!r} must be a number, got {type(value).__name__} {value!r}"
     if not math.isfinite(value):

@@ -28,6 +28,7 @@ def test_record_metric_keeps_the_max_of_what_it_is_given() -> None:
     [
         ("m" * 201, 1.0, "metric name is 201 characters, the limit is 200"),
         ("", 1.0, "metric name is empty"),
+        ("a\x00b", 1.0, "metric name holds a NUL character"),
         ("err", math.nan, "metric 'err' must be a finite number, got nan"),
         ("err", math.inf, "metric 'err' must be a finite number, got inf"),
         ("err", "close", "metric 'err' must be a number, got 'close'"),
