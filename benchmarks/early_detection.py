@@ -45,8 +45,9 @@ from cpci.runner.parent.attempts import Attempt, settle  # noqa: E402
 from cpci.runner.parent.evidence import RunEvidence  # noqa: E402
 from cpci.runner.parent.planning import ConfigSpec  # noqa: E402
 from cpci.runner.parent.rerun_policy import RerunPolicy  # noqa: E402
-from cpci.schema import EvidenceSummary, ResultRecord  # noqa: E402
+from cpci.schema import ResultRecord  # noqa: E402
 from cpci.server.analysis.verdicts import ResultView, decide  # noqa: E402
+from tests.builders import evidence_summary  # noqa: E402
 from tests.server.verdict_records import FLAKY_SIGNATURES, failure, record  # noqa: E402
 
 RATES = (0.1, 0.15, 0.2, 0.25, 0.3)
@@ -54,15 +55,7 @@ KS = (0, 1, 2, 3)
 #: The goal: caught at least this often for rates >= 0.2 with K = 2.
 GOAL = 0.9
 #: The base branch's evidence: it knows other configs, not the new ones.
-SUMMARY = EvidenceSummary(
-    repository="acme/attn",
-    branch="main",
-    runs=40,
-    newest_commit="a" * 40,
-    threshold=0.2,
-    level=0.95,
-    configs={},
-)
+SUMMARY = evidence_summary({})
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,10 @@ import httpx2
 from cpci import urls
 from cpci.schema import (
     BaselineInfo,
+    ConfigEvidence,
     ConfigVerdict,
+    EvidenceSummary,
+    FlakeRecord,
     FlakinessAssessment,
     Outcome,
     PullRequestReport,
@@ -187,6 +190,28 @@ def verdict(name: str, kind: str = "new_failure", **fields: Any) -> ConfigVerdic
     }
     values.update(fields)
     return ConfigVerdict(**values)
+
+
+def evidence_summary(
+    records: Mapping[str, FlakeRecord], *, runs: int = 40, **fields: Any
+) -> EvidenceSummary:
+    """The base branch's evidence summary (`cpci.evidence/1`, at the service's defaults) holding
+    `records`, config key -> its flake record there (as many runs as trials), with `fields`
+    replaced."""
+    values: dict[str, Any] = {
+        "repository": REPO,
+        "branch": "main",
+        "runs": runs,
+        "newest_commit": BASE,
+        "threshold": 0.2,
+        "level": 0.95,
+        "configs": {
+            key: ConfigEvidence(record=record, runs=record.trials)
+            for key, record in records.items()
+        },
+    }
+    values.update(fields)
+    return EvidenceSummary(**values)
 
 
 def flaky_evidence(**fields: Any) -> FlakinessAssessment:

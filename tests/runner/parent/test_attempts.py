@@ -19,13 +19,12 @@ from cpci.runner.parent.evidence import RunEvidence
 from cpci.runner.parent.planning import ConfigSpec
 from cpci.runner.parent.rerun_policy import ArrivalBudget, RerunPolicy
 from cpci.schema import (
-    ConfigEvidence,
-    EvidenceSummary,
     FlakeRecord,
     Outcome,
     RankError,
     ResultRecord,
 )
+from tests.builders import evidence_summary
 
 NEEDS_TORCH = False  # in process, no world (tests/runner/conftest.py)
 
@@ -52,17 +51,8 @@ def _attempt(outcome: Outcome, attempt: int) -> AttemptRecord:
 
 def _evidence(failures: int, trials: int, *, of: str = TARGET.nodeid) -> RunEvidence:
     """A summary holding one config's base-branch record (at the service's defaults)."""
-    entry = ConfigEvidence(record=FlakeRecord(failures=failures, trials=trials), runs=trials)
-    summary = EvidenceSummary(
-        repository="acme/dist",
-        branch="main",
-        runs=trials,
-        newest_commit="a" * 40,
-        threshold=0.2,
-        level=0.95,
-        configs={f"{of}@2": entry},
-    )
-    return RunEvidence(summary, "e.json")
+    record = FlakeRecord(failures=failures, trials=trials)
+    return RunEvidence(evidence_summary({f"{of}@2": record}, runs=trials), "e.json")
 
 
 class Worlds:

@@ -10,7 +10,8 @@ from cpci.runner.parent.attempt_records import AttemptRecord
 from cpci.runner.parent.evidence import RunEvidence
 from cpci.runner.parent.progress import RunStats
 from cpci.runner.parent.rerun_policy import ArrivalBudget, RerunPolicy
-from cpci.schema import ConfigEvidence, EvidenceSummary, FlakeRecord, Outcome, ResultRecord
+from cpci.schema import FlakeRecord, Outcome, ResultRecord
+from tests.builders import evidence_summary
 from tests.runner.helpers import Scripted, Step, attempts_of, group, schedule
 
 NEEDS_TORCH = False  # in process, no world (tests/runner/conftest.py)
@@ -49,20 +50,10 @@ def test_alone_runs(policy: RerunPolicy, shared: bool, alone_runs: int) -> None:
 
 def _summary(**records: tuple[int, int]) -> RunEvidence:
     """A summary of the base branch: test name -> (failures, trials) of its record there."""
-    configs = {
-        f"t.py::{name}@2": ConfigEvidence(record=FlakeRecord(failures=f, trials=t), runs=t)
-        for name, (f, t) in records.items()
+    known = {
+        f"t.py::{name}@2": FlakeRecord(failures=f, trials=t) for name, (f, t) in records.items()
     }
-    summary = EvidenceSummary(
-        repository="acme/dist",
-        branch="main",
-        runs=50,
-        newest_commit="a" * 40,
-        threshold=0.2,
-        level=0.95,
-        configs=configs,
-    )
-    return RunEvidence(summary, "e.json")
+    return RunEvidence(evidence_summary(known, runs=50), "e.json")
 
 
 def _finals(sent: list[AttemptRecord]) -> dict[str, ResultRecord]:

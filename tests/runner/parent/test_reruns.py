@@ -7,7 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from cpci.schema import ConfigEvidence, EvidenceSummary, FlakeRecord
+from cpci.schema import FlakeRecord
+from tests.builders import evidence_summary
 from tests.runner.helpers import results, run_pytest, worlds_started
 
 #: Each `*_once` config fails on its first run only; the marker directory remembers the run.
@@ -134,18 +135,7 @@ def test_adaptive_reruns_and_arrival_runs_follow_the_evidence_file(tmp_path: Pat
         "test_stable": FlakeRecord(failures=0, trials=200),
         "test_known_flaky": FlakeRecord(failures=10, trials=40),
     }
-    summary = EvidenceSummary(
-        repository="acme/dist",
-        branch="main",
-        runs=40,
-        newest_commit="a" * 40,
-        threshold=0.2,
-        level=0.95,
-        configs={
-            f"test_ad.py::{name}@2": ConfigEvidence(record=record, runs=record.trials)
-            for name, record in known.items()
-        },
-    )
+    summary = evidence_summary({f"test_ad.py::{name}@2": r for name, r in known.items()})
     (tmp_path / "evidence.json").write_text(summary.model_dump_json(by_alias=True))
     result = run_pytest(
         tmp_path,
