@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import inspect, text
+from sqlalchemy import Engine, inspect, text
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, SQLModel, col, delete, func, select
 
@@ -83,6 +83,14 @@ def test_sqlite_runs_in_wal_mode(tmp_path: Path) -> None:
         engine.dispose()
 
 
+def _old_rows_at_0002(engine: Engine) -> None:
+    """The schema at 0002 with `OLD_ROWS` stored in it: what the later migrations convert."""
+    migrate.upgrade(engine, "0002")
+    with engine.begin() as conn:
+        for statement in OLD_ROWS:
+            conn.execute(text(statement))
+
+
 @pytest.mark.parametrize("kind", ENGINES)
 def test_0003_keeps_existing_rows_and_gives_old_tokens_branch_scope(
     kind: str, request: pytest.FixtureRequest, tmp_path: Path
@@ -91,10 +99,7 @@ def test_0003_keeps_existing_rows_and_gives_old_tokens_branch_scope(
     SQLite's table copies must not trip over the foreign keys."""
     engine = create_db_engine(fresh_database(kind, request, tmp_path, migrated=False))
     try:
-        migrate.upgrade(engine, "0002")
-        with engine.begin() as conn:
-            for statement in OLD_ROWS:
-                conn.execute(text(statement))
+        _old_rows_at_0002(engine)
         migrate.upgrade(engine)
         with engine.connect() as conn:
             assert conn.execute(text("SELECT scope FROM upload_token")).scalar_one() == "branch"
@@ -140,10 +145,7 @@ def test_0006_gives_old_shards_no_plan_hash_and_goes_down_keeping_them(
     down drops the column and keeps every row (SQLite copies the table under its results)."""
     engine = create_db_engine(fresh_database(kind, request, tmp_path, migrated=False))
     try:
-        migrate.upgrade(engine, "0002")
-        with engine.begin() as conn:
-            for statement in OLD_ROWS:
-                conn.execute(text(statement))
+        _old_rows_at_0002(engine)
         migrate.upgrade(engine, "0005")
         migrate.upgrade(engine)
         with engine.begin() as conn:
@@ -166,10 +168,8 @@ def test_0008_scopes_runs_by_their_pull_request_and_goes_down_keeping_the_branch
     attempt fits after, and going down drops it (with its shard and results), not the branch's."""
     engine = create_db_engine(fresh_database(kind, request, tmp_path, migrated=False))
     try:
-        migrate.upgrade(engine, "0002")
+        _old_rows_at_0002(engine)
         with engine.begin() as conn:
-            for statement in OLD_ROWS:
-                conn.execute(text(statement))
             conn.execute(
                 text(
                     'INSERT INTO run (id, ci_run_id, ci_attempt, "commit", pull_request, '
@@ -224,10 +224,7 @@ def test_0009_gives_old_results_no_rerun_evidence_and_one_open_quarantine_per_co
         "released_at) VALUES (1, 't@2', 'flaky', 'token:1', '2026-12-01', {released})"
     )
     try:
-        migrate.upgrade(engine, "0002")
-        with engine.begin() as conn:
-            for statement in OLD_ROWS:
-                conn.execute(text(statement))
+        _old_rows_at_0002(engine)
         migrate.upgrade(engine, "0009")
         with engine.begin() as conn:
             row = conn.execute(
@@ -285,10 +282,7 @@ def test_0010_packs_every_result_and_unpacks_it_going_down(
     ids continue after the converted ones."""
     engine = create_db_engine(fresh_database(kind, request, tmp_path, migrated=False))
     try:
-        migrate.upgrade(engine, "0002")
-        with engine.begin() as conn:
-            for statement in OLD_ROWS:
-                conn.execute(text(statement))
+        _old_rows_at_0002(engine)
         migrate.upgrade(engine, "0009")
         with engine.begin() as conn:
             for statement in WIDE_RESULTS:
