@@ -9,18 +9,25 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 
 from cpci.server import Settings, create_app
+from cpci.server.app import GC_YOUNG_THRESHOLD
 from tests.live_server import serve
 
 
-def test_startup_keeps_the_startup_heap_out_of_full_collections(
+def test_serving_keeps_the_startup_heap_and_young_uploads_out_of_full_collections(
     engine: Engine, db_url: str
 ) -> None:
+    """The start-up heap is frozen and young passes wait for GC_YOUNG_THRESHOLD allocations
+    while serving; shutdown gives the process its thresholds back."""
     gc.unfreeze()
+    before = gc.get_threshold()
     try:
         with TestClient(create_app(Settings(database_url=db_url), engine=engine)) as client:
             assert gc.get_freeze_count() > 0
+            assert gc.get_threshold() == (GC_YOUNG_THRESHOLD, *before[1:])
             assert client.get("/healthz").status_code == 200
+        assert gc.get_threshold() == before
     finally:
+        gc.set_threshold(*before)
         gc.unfreeze()  # the test process keeps collecting as before
 
 
