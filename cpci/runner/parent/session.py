@@ -23,7 +23,7 @@ import pytest
 
 from cpci.runner.launch import launcher, zygote
 from cpci.runner.launch.preload_targets import early_targets
-from cpci.runner.parent import sharding
+from cpci.runner.parent import beside_xdist, sharding
 from cpci.runner.parent.attempt_records import AttemptRecord, Where, of_not_run, skipped_record
 from cpci.runner.parent.durations import Durations
 from cpci.runner.parent.evidence import SUFFIX, RunEvidence
@@ -70,7 +70,9 @@ class ParentSession:
     def plan_items(self, items: list[pytest.Item]) -> None:
         """Plan the collected items (`plan_session`): keep this shard's, in the plan's order,
         and write the shard plan beside the results file."""
-        self.plan = plan = plan_session(items, self.settings, self.durations)
+        self.plan = plan = plan_session(
+            items, self.settings, self.durations, cannot_run=beside_xdist.refusal(self.config)
+        )
         if self.settings.results is not None and plan.shard_plan is not None:
             sharding.write_plan(Path(plan_path(str(self.settings.results))), plan.shard_plan)
         if plan.deselected:
@@ -87,6 +89,8 @@ class ParentSession:
         config: see `preload_targets`)."""
         if self.settings.launcher != "fork" or self.settings.plan_only:
             return
+        if beside_xdist.is_xdist_controller(self.config):
+            return  # it collects nothing: xdist's workers do
         if self.config.option.collectonly or zygote.unfit_reason() is None:
             return
         targets = early_targets(self.config, harness_tests=self.settings.testcases == "shared")

@@ -94,12 +94,14 @@ def plan_session(
     *,
     environ: Mapping[str, str] | None = None,
     gpu_count: Callable[[str], int] | None = None,
+    cannot_run: str | None = None,
 ) -> SessionPlan:
     """Shard `items`, then turn the marked ones into configs and groups; nothing runs here.
 
     `gpu_count(backend)` says how many GPUs this runner has when `--cpci-gpus` does not (default:
     torch's count, asked only when a cpci marker is there and a GPU driver is); `environ` is where
-    `CUDA_VISIBLE_DEVICES` names them."""
+    `CUDA_VISIBLE_DEVICES` names them; `cannot_run` says why no config can run in this process
+    (each is then an error saying so, as each is without torch)."""
     nodeids = [i.nodeid for i in items]
     shard = settings.shard or (0, 1)
     shard_plan = sharding.shard_plan(nodeids, durations.seconds, shard, durations.came_from)
@@ -117,7 +119,8 @@ def plan_session(
         devices = visible_devices(os.environ if environ is None else environ, count)
     setting = settings.backend
     backend: Backend = ("nccl" if devices else "gloo") if setting == "auto" else setting
-    torch_missing = importlib.util.find_spec("torch") is None
+    if importlib.util.find_spec("torch") is None:
+        cannot_run = TORCH_MISSING
     specs: dict[str, ConfigSpec] = {}
     skipped: dict[str, tuple[ConfigSpec, str]] = {}
     errors: dict[str, str] = {}
@@ -142,8 +145,8 @@ def plan_session(
         configs.append(item)
         if skip is not None:
             skipped[item.nodeid] = (spec, skip)
-        elif torch_missing:
-            errors[item.nodeid] = TORCH_MISSING
+        elif cannot_run is not None:
+            errors[item.nodeid] = cannot_run
         else:
             specs[item.nodeid] = spec
     groups = make_groups(list(specs.values()))
