@@ -151,6 +151,7 @@ def ingest_shard(
     results = envelope.results
     names = _metric_ids(session, {name for r in results for name in r.metrics})
     ids = _result_ids(session, len(results))
+    metrics = pack_metrics([r.metrics for r in results], names)
     rows = [
         (
             pk,
@@ -163,10 +164,10 @@ def ingest_shard(
             ISOLATION_CODE[r.isolation],
             r.flaky,
             r.arrival,
-            pack_metrics(r.metrics, names),
+            packed,
             pack_batch(r.batch.model_dump()) if r.batch is not None else b"",
         )
-        for pk, key, r in zip(ids, keys, results, strict=True)
+        for pk, key, r, packed in zip(ids, keys, results, metrics, strict=True)
     ]
     details = [
         (

@@ -160,7 +160,7 @@ def upgrade() -> None:
                     "isolation": ISOLATION_CODE[isolation],
                     "flaky": bool(flaky),
                     "arrival": bool(arrival),
-                    "metrics": pack_metrics(metrics, names),
+                    "metrics": pack_metrics([metrics], names)[0],
                     "batch": pack_batch(batch),
                 }
             )
