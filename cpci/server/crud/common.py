@@ -145,6 +145,18 @@ def one_of(session: Session, values: Iterable[Any]) -> tuple[str, Any]:
     return " IN (SELECT value FROM json_each(?))", json.dumps(list(values))
 
 
+def one_of_texts(session: Session, texts: Iterable[str]) -> tuple[str, Any]:
+    """`one_of` for strings, on PostgreSQL as one JSON text the server unnests: psycopg dumps a
+    list parameter element by element, in Python (an upload's 5,000 config keys: ~7 ms, a
+    twentieth of the service's time for it), where `json.dumps` runs in C (~1 ms)."""
+    if session.get_bind().dialect.name != "postgresql":
+        return one_of(session, texts)
+    return (
+        " = ANY(ARRAY(SELECT json_array_elements_text(?::json)))",
+        json.dumps(list(texts), ensure_ascii=False),
+    )
+
+
 def raw_json(column: Any) -> Any:
     """Select a JSON column without SQLAlchemy decoding it (decode with `from_json`, only the
     values needed): for the report's tens of thousands of rows this halves the load time."""

@@ -27,7 +27,13 @@ from cpci.schema import RunEnvelope, UploadStatus
 from cpci.server.core.errors import Conflict, Forbidden
 from cpci.server.core.provenance import Provenance, run_scope
 from cpci.server.core.quotas import UploadRate, check_upload_rate
-from cpci.server.crud.common import bulk_insert, fetch_rows, insert_missing, json_text, one_of
+from cpci.server.crud.common import (
+    bulk_insert,
+    fetch_rows,
+    insert_missing,
+    json_text,
+    one_of_texts,
+)
 from cpci.server.crud.quotas import nth_latest_upload
 from cpci.server.crud.repos import bind_github_id, ensure_environment, ensure_repository
 from cpci.server.models import (
@@ -326,7 +332,7 @@ def _ensure_configs(
 
 def _config_pks(session: Session, repo_id: int, keys: Iterable[str]) -> dict[str, int]:
     """One query however many keys (a chunked IN list costs a statement per few hundred)."""
-    member, values = one_of(session, keys)
+    member, values = one_of_texts(session, keys)
     rows = fetch_rows(
         session,
         f"SELECT key, id FROM config WHERE repository_id = ? AND key{member}",
@@ -356,5 +362,5 @@ def _metric_ids(session: Session, names: set[str]) -> dict[str, int]:
     insert_missing(
         session=session, model=MetricName, rows=[{"name": n} for n in sorted(names)], keys=["name"]
     )
-    member, values = one_of(session, names)
+    member, values = one_of_texts(session, names)
     return dict(fetch_rows(session, f"SELECT name, id FROM metric_name WHERE name{member}", values))

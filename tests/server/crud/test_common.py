@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
-from cpci.server.crud.common import bulk_insert, fetch_rows, json_text, one_of
+from cpci.server.crud.common import bulk_insert, fetch_rows, json_text, one_of, one_of_texts
 from cpci.server.crud.repos import ensure_repository
 from cpci.server.models import Config
 
 COLUMNS = ("repository_id", "key", "nodeid", "world_size", "params")
+Membership = Callable[[Session, list[str]], tuple[str, Any]]
 
 
-def test_bulk_insert_then_fetch_by_membership(engine: Engine) -> None:
+@pytest.mark.parametrize("membership", [one_of, one_of_texts])
+def test_bulk_insert_then_fetch_by_membership(engine: Engine, membership: Membership) -> None:
     with Session(engine) as session:
         repo = ensure_repository(session=session, name="acme/attn")
         rows = [
@@ -24,13 +29,35 @@ def test_bulk_insert_then_fetch_by_membership(engine: Engine) -> None:
         bulk_insert(session=session, model=Config, columns=COLUMNS, rows=rows)
         session.commit()
         wanted = [f"t[{i}]@2" for i in range(0, 2_000, 3)] + ["absent@2"]
-        member, values = one_of(session, wanted)
+        member, values = membership(session, wanted)
         sql = f"SELECT key, world_size FROM config WHERE key{member}"
         found = dict(fetch_rows(session, sql, values))
         assert found == {key: 2 for key in wanted[:-1]}
         stored = session.exec(select(Config).where(Config.key == "t[1]@2")).one()
         assert stored.params == {"i": 1, "name": "ü"}  # the ORM reads what the driver wrote
         assert session.exec(select(Config).where(Config.key == "t[0]@2")).one().params is None
+
+
+def test_membership_in_texts_matches_each_text_exactly(engine: Engine) -> None:
+    """Keys with what JSON, arrays or SQL escape (quotes, backslashes, braces and commas, line
+    breaks, non-ASCII past the BMP, an empty key) match themselves only; an empty list, none."""
+    keys = ['q"uote', "back\\slash", "{brace,comma}", "'single'", "NULL", "", " spaced "]
+    keys += ["tab\there", "new\nline", "\u2028sep", "ü", "emoji 😀", "u@2", "t[1]@2"]
+    with Session(engine) as session:
+        repo = ensure_repository(session=session, name="acme/attn")
+        rows = [(repo, key, key or "-", 2, None) for key in keys]
+        bulk_insert(session=session, model=Config, columns=COLUMNS, rows=rows)
+
+        def found(wanted: list[str]) -> list[str]:
+            member, values = one_of_texts(session, wanted)
+            sql = f"SELECT key FROM config WHERE repository_id = ? AND key{member}"
+            return sorted(key for (key,) in fetch_rows(session, sql, repo, values))
+
+        assert found(keys) == sorted(keys)
+        for key in keys:
+            assert found([key, "absent"]) == [key]
+        assert found(["\\", 'q\\"uote', "{brace", "t[1]"]) == []
+        assert found([]) == []
 
 
 def test_bulk_insert_ignores_conflicts_when_asked(engine: Engine) -> None:
