@@ -7,11 +7,13 @@ and report; inside a rank (see `cpci.runner.rank.worker`) only the marker and th
 from __future__ import annotations
 
 from collections.abc import Generator
+from typing import Any
 
 import pytest
 
 from cpci.runner import hookspecs
 from cpci.runner.launch.fork_rank import fit_for_forks
+from cpci.runner.parent.beside_xdist import handed_over_durations
 from cpci.runner.parent.markers import MARKER_HELP
 from cpci.runner.parent.pytest_reports import FLAKY_ATTR
 from cpci.runner.parent.session import ParentSession
@@ -130,6 +132,14 @@ def pytest_terminal_summary(
         terminalreporter.section("cpci")
         for line in lines:
             terminalreporter.write_line(line)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    # pytest-xdist's controller, as each worker ends: keep its durations with the others'.
+    session = _session(node.config)
+    if session is not None:
+        session.durations.record_all(handed_over_durations(node))
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -12,7 +12,7 @@ a file, is left as it was. The file format is `cpci.runner.parent.sharding`'s (`
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import pytest
 
@@ -41,6 +41,7 @@ class Durations:
         self.came_from = came_from
         self._source = source
         self._cache = cache
+        self._recorded: dict[str, float] = {}
 
     @classmethod
     def load(
@@ -77,6 +78,17 @@ class Durations:
     def record(self, nodeid: str, seconds: float) -> None:
         """A config's (or a plain test's) time in this run: what the next run balances by."""
         self.seconds[nodeid] = seconds
+        self._recorded[nodeid] = seconds
+
+    def record_all(self, seconds: Mapping[str, float]) -> None:
+        """Times recorded by another process of this run (an xdist worker's)."""
+        for nodeid, value in seconds.items():
+            self.record(nodeid, value)
+
+    @property
+    def recorded(self) -> dict[str, float]:
+        """The times recorded in this run, by `record` and `record_all`."""
+        return dict(self._recorded)
 
     def save(self) -> None:
         """Keep the durations: in the file given, when it is the runner's own record; else in

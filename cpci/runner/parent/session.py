@@ -261,7 +261,9 @@ class ParentSession:
             self.launcher.close()
         if self._results is not None:
             self._results.close()
-        if not self.settings.plan_only:
+        if beside_xdist.is_xdist_worker(self.config):
+            beside_xdist.hand_over_durations(self.config, self.durations.recorded)
+        elif not self.settings.plan_only:
             self.durations.save()
         if self._run_dir is not None and not self.settings.keep_worlds:
             shutil.rmtree(self._run_dir, ignore_errors=True)

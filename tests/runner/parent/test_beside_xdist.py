@@ -3,11 +3,15 @@ each with the way out, before any world starts (every worker would run them all 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.runner.helpers import by_nodeid, results
 
 SUITE = """
+import json
+
 import pytest
 
 def test_plain_one():
@@ -46,3 +50,15 @@ def test_without_xdist_the_same_suite_runs_its_config(pytester: pytest.Pytester)
     )
     result = pytester.runpytest_subprocess("-p", "no:xdist")
     result.assert_outcomes(passed=3)
+
+
+def test_every_workers_durations_are_kept(pytester: pytest.Pytester) -> None:
+    """Each worker saving its own would leave the cache with the last one's tests only."""
+    plain = "def test_a():\n    pass\n\ndef test_b():\n    pass\n"
+    pytester.makepyfile(test_one=plain, test_two=plain, test_three=plain)
+    result = pytester.runpytest_subprocess("-n", "2", "--dist", "loadfile")
+    result.assert_outcomes(passed=6)
+    cached = json.loads((pytester.path / ".pytest_cache/v/cpci/durations").read_text())
+    assert sorted(cached) == sorted(
+        f"test_{f}.py::test_{t}" for f in ("one", "two", "three") for t in ("a", "b")
+    )
