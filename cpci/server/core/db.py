@@ -2,7 +2,8 @@
 
 SQLite gets WAL (readers never wait for the writer), foreign keys, a busy timeout, and
 `BEGIN IMMEDIATE` for write sessions, so two concurrent uploads queue instead of failing with
-"database is locked" when both try to upgrade a read lock. PostgreSQL goes through psycopg 3.
+"database is locked" when both try to upgrade a read lock. PostgreSQL goes through psycopg 3,
+with JIT compilation off.
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ def create_db_engine(url: str) -> Engine:
     if backend == "postgresql":
         if sa_url.drivername == "postgresql":
             sa_url = sa_url.set(drivername="postgresql+psycopg")
-        return create_engine(sa_url, pool_pre_ping=True, pool_size=8, max_overflow=8)
+        engine = create_engine(sa_url, pool_pre_ping=True, pool_size=8, max_overflow=8)
+        event.listen(engine, "connect", _postgres_on_connect)
+        return engine
     raise ValueError(f"unsupported database {backend!r}: use sqlite:///PATH or postgresql://...")
 
 
@@ -49,6 +52,15 @@ def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
     ):
         cursor.execute(f"PRAGMA {pragma}")
     cursor.close()
+
+
+def _postgres_on_connect(dbapi_connection: Any, _record: Any) -> None:
+    # JIT pays off on queries that run for seconds over millions of rows. The service's run for
+    # milliseconds, yet some are estimated costly enough to be compiled first: the newest
+    # results of 500 configs (`crud.history.observations`) took 0.4 s to compile, 0.1 s to run.
+    with dbapi_connection.cursor() as cursor:
+        cursor.execute("SET jit = off")
+    dbapi_connection.commit()  # a SET in a transaction rolled back would be undone
 
 
 def _sqlite_on_begin(conn: Connection) -> None:
