@@ -10,9 +10,10 @@ from cpci.evidence import EvidencePolicy, culprit_error
 from cpci.evidence import signature as sig
 from cpci.evidence.credible import jeffreys_upper, regularized_beta
 from cpci.schema import FlakeRecord, FlakinessAssessment
+from cpci.server.analysis.flakiness import BaseEvidence
 from cpci.server.analysis.infra import infra_signature
 from cpci.server.analysis.shifts import DURATION_POLICY, METRIC_POLICY, median, robust_shift
-from cpci.server.analysis.verdicts import ResultView, decide, state_of
+from cpci.server.analysis.verdicts import ResultView, decide, state_of, weigh_base
 
 P, F = ResultView("passed"), ResultView("failed", culprit="AssertionError: 3e-2 > 1e-3")
 SKIP = ResultView("skipped")
@@ -231,6 +232,73 @@ def test_an_infra_looking_failure_on_every_attempt_while_the_base_passes_is_the_
     repeated = [failed(oom, "error", attempt=a) for a in (1, 2, 3)]
     assert decide(repeated, [P], None).verdict == "new_failure"
     assert decide(repeated, [failed(oom, "error")], None).verdict == "infra"
+
+
+def test_a_base_failing_with_another_error_does_not_explain_the_heads_failure() -> None:
+    shape = "RuntimeError: shape mismatch [4, 128] vs [4, 64]"
+    decision = decide([failed(shape)], [failed()], None)
+    assert decision.verdict == "new_failure"
+    assert f"with another error ({USUAL}), so the base does not explain it" in decision.reason
+    # The same error, its numbers aside, is the broken base's.
+    same = failed("AssertionError: max abs err 7.7e-01 > 1e-03")
+    assert decide([same], [failed()], None).verdict == "broken_at_base"
+    # A failure without error text at either end cannot be told apart: the base's.
+    assert decide([failed(shape)], [ResultView("failed")], None).verdict == "broken_at_base"
+    assert decide([ResultView("failed")], [failed()], None).verdict == "broken_at_base"
+
+
+#: Flaky at ~0.8 (24 of 30) before the base's streak: it explains 3 failures in a row (0.51).
+OFTEN = known(True, 24, 30, USUAL)
+#: Flaky at ~0.2 (3 of 30): it does not explain 2 failures in a row (0.05).
+RARELY = known(True, 3, 30, USUAL)
+
+
+@pytest.mark.parametrize(
+    ("history", "streak", "broken", "why"),
+    [
+        (OFTEN, 1, False, "its flakiness explains its failures at the base (failed 1/1"),
+        (
+            OFTEN,
+            2,
+            False,
+            "its flakiness explains its failures at the base and in the base-branch run before "
+            "it (failed 2/2",
+        ),
+        # BROKEN_STREAK runs in a row are a breakage, however likely for the flake.
+        (OFTEN, 3, True, ", as in the 2 base-branch runs before it"),
+        (
+            RARELY,
+            2,
+            True,
+            "; its flakiness does not explain its failures at the base and in the base-branch "
+            "run before it: failed 2/2",
+        ),
+        (known(False, 0, 30), 1, True, ""),  # not known to flake: the base's failure is its own
+        (None, 1, True, ""),  # no history before the streak to weigh it against
+    ],
+)
+def test_a_base_failure_is_weighed_against_the_flakiness_before_it(
+    history: FlakinessAssessment | None, streak: int, broken: bool, why: str
+) -> None:
+    evidence = BaseEvidence(history, streak, failed_attempts=streak, signatures=(sig(USUAL),))
+    weighed = weigh_base([failed()], [failed()], evidence, EvidencePolicy())
+    assert weighed.broken is broken
+    assert weighed.why.startswith(why)
+    if not broken:
+        assert weighed.why.endswith("so the head is judged as if the base passed")
+
+
+def test_a_base_that_passed_and_failed_is_the_flake_record_the_head_is_tested_against() -> None:
+    # One failure in two attempts: failed, passed.
+    decision = decide([failed()], [failed(), ResultView("passed", attempt=2)], None)
+    assert decision.evidence is not None
+    assert (decision.evidence.history_failures, decision.evidence.history_trials) == (1, 2)
+    # A result that passed on the runner's rerun is one failed attempt and one passed.
+    rerun_passed = [ResultView("passed", flaky=True), ResultView("passed")]
+    decision = decide([failed()], rerun_passed, None)
+    assert decision.evidence is not None
+    assert (decision.evidence.history_failures, decision.evidence.history_trials) == (1, 3)
+    assert "(1/3 attempts failed on branch runs)" in decision.reason
 
 
 def test_jeffreys_upper_bound_matches_known_quantiles() -> None:
