@@ -15,7 +15,7 @@ from cpci.github.consistency import ConsistencyResult, acknowledgements, evaluat
 from cpci.github.models import ChangedFile
 from cpci.github.publish import upsert_comment
 from cpci.github.rules import parse_rules
-from cpci.schema import FlakeTest, PullRequestReport
+from cpci.schema import FlakeTest, PlanMismatch, PullRequestReport, ShardProgress
 from tests.builders import drift, flaky_evidence, report, verdict
 from tests.github.fake_github import FakeGitHub
 from tests.github.gfm import fenced_blocks
@@ -325,8 +325,45 @@ def test_a_section_is_folded_past_five_items(count: int, folded: bool) -> None:
     assert (f"<b>❌ New failures ({count})</b>" in body) == folded
 
 
+@pytest.mark.parametrize("kind", ["no_baseline", "infra"])
 @pytest.mark.parametrize(("length", "shown"), [(200, "r" * 200), (201, "r" * 199 + "…")])
-def test_a_verdicts_reason_is_cut_at_200_characters(length: int, shown: str) -> None:
-    item = verdict("new-config", "no_baseline", reason="r" * length)
-    body = render(report(no_baseline=[item]), None, OPTIONS)
+def test_a_verdicts_reason_is_cut_at_200_characters(kind: str, length: int, shown: str) -> None:
+    item = verdict("new-config", kind, reason="r" * length)
+    body = render(report(**{kind: [item]}), None, OPTIONS)
     assert f"— {shown} ·" in body
+
+
+def test_as_room_runs_out_a_section_lists_50_then_20_8_3_items_then_none() -> None:
+    failures = report(new_failures=[verdict(f"c{i:02d}") for i in range(60)])
+    listed = []
+    for limit in range(len(render(failures, None, OPTIONS)), 300, -25):
+        body = render(failures, None, CommentOptions(service_url=OPTIONS.service_url, limit=limit))
+        assert len(body) <= limit
+        count = sum(line.startswith("- `tests/") for line in body.splitlines())
+        if not listed or listed[-1] != count:
+            listed.append(count)
+    assert listed == [50, 20, 8, 3, 0]
+
+
+def test_a_shard_plan_warning_names_at_most_five_mismatches() -> None:
+    legs = ["a100", "h100", "h200", "b200", "mi300", "l40s"]
+    mismatches = [PlanMismatch(leg=leg, shard_total=4, groups=[[0, 1], [2, 3]]) for leg in legs]
+    shards = ShardProgress(reported=8, expected=8, missing=[], plan_mismatches=mismatches)
+    body = render(report().model_copy(update={"shards": shards}), None, OPTIONS)
+    (line,) = [x for x in body.splitlines() if "Shard plans differ" in x]
+    assert line.count("were planned from different inputs") == 5
+    assert "on leg mi300 were planned" in line
+    assert "l40s" not in line
+
+
+@pytest.mark.parametrize("field", ["note", "patch_problem"])
+@pytest.mark.parametrize(("length", "shown"), [(500, "n" * 500), (501, "n" * 499 + "…")])
+def test_a_drifts_note_and_patch_problem_are_cut_at_500_characters(
+    field: str, length: int, shown: str
+) -> None:
+    consistency = _drifts()
+    [finding] = consistency.findings
+    drifts = [d.model_copy(update={field: "n" * length, "patch": None}) for d in finding.drifts]
+    consistency.findings[0] = finding.model_copy(update={"drifts": drifts})
+    body = render(None, consistency, OPTIONS, repository="o/r", pull_request=7)
+    assert re.search(f"(?<!n){shown}(?!n)", body)
