@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -329,13 +330,14 @@ def test_a_section_is_folded_past_five_items(count: int, folded: bool) -> None:
 @pytest.mark.parametrize(("length", "shown"), [(200, "r" * 200), (201, "r" * 199 + "…")])
 def test_a_verdicts_reason_is_cut_at_200_characters(kind: str, length: int, shown: str) -> None:
     item = verdict("new-config", kind, reason="r" * length)
-    body = render(report(**{kind: [item]}), None, OPTIONS)
+    sections: dict[str, Any] = {kind: [item]}
+    body = render(report(**sections), None, OPTIONS)
     assert f"— {shown} ·" in body
 
 
 def test_as_room_runs_out_a_section_lists_50_then_20_8_3_items_then_none() -> None:
     failures = report(new_failures=[verdict(f"c{i:02d}") for i in range(60)])
-    listed = []
+    listed: list[int] = []
     for limit in range(len(render(failures, None, OPTIONS)), 300, -25):
         body = render(failures, None, CommentOptions(service_url=OPTIONS.service_url, limit=limit))
         assert len(body) <= limit
