@@ -4,6 +4,7 @@ the edges of every rule (GitHub's documented advice, and the policy's own bounds
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import httpx
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from cpci.github.retry import (
     RETRIED_STATUSES,
     SECONDARY_DEFAULT_S,
+    Clock,
     RetryPolicy,
     primary_reset_wait,
     rate_limit_wait,
@@ -88,3 +90,10 @@ def test_the_defaults_and_that_a_policy_cannot_change_after_it_is_made() -> None
     )
     with pytest.raises(dataclasses.FrozenInstanceError):
         policy.attempts = 9  # type: ignore[misc]
+
+
+def test_a_clock_is_real_time_by_default_and_cannot_change_after_it_is_made() -> None:
+    clock = Clock()
+    assert (clock.now, clock.sleep) == (time.time, time.sleep)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        clock.sleep = lambda _s: None  # type: ignore[misc]
