@@ -42,7 +42,11 @@ TARGETS = (
     Target(
         "verdicts",
         "cpci/server/analysis/verdicts.py",
-        ("tests/server/analysis/test_verdicts.py", "tests/server/analysis/test_pull_report.py"),
+        (
+            "tests/server/analysis/test_verdicts.py",
+            "tests/server/analysis/test_pull_report.py",
+            "tests/server/analysis/test_rerun_verdicts.py",
+        ),
     ),
     Target(
         "evidence",

@@ -369,11 +369,9 @@ def _flake_test(
     if known is not None and known.flaky and known.record.trials:
         record = known.record
     elif base and state_of(base) == "mixed" and (known is None or not known.flaky):
-        bad = sum(
-            r.flaky or (r.outcome in FAILING_OUTCOMES and r.outcome not in NOT_RUN_OUTCOMES)
-            for r in base
-        )
-        record = FlakeRecord(failures=bad, trials=len(base) + sum(r.flaky for r in base))
+        ran = [r for r in base if r.outcome not in NOT_RUN_OUTCOMES]  # the rest say nothing
+        bad = sum(r.flaky or r.outcome in FAILING_OUTCOMES for r in ran)
+        record = FlakeRecord(failures=bad, trials=len(ran) + sum(r.flaky for r in ran))
     else:
         return None
     texts = (culprit_of(r) for r in failing)

@@ -299,6 +299,11 @@ def test_a_base_that_passed_and_failed_is_the_flake_record_the_head_is_tested_ag
     assert decision.evidence is not None
     assert (decision.evidence.history_failures, decision.evidence.history_trials) == (1, 3)
     assert "(1/3 attempts failed on branch runs)" in decision.reason
+    # A result that never ran is no attempt: still one failure in two.
+    never_ran = [failed(), ResultView("passed", attempt=2), ResultView("not_run", attempt=3)]
+    decision = decide([failed()], never_ran, None)
+    assert decision.evidence is not None
+    assert (decision.evidence.history_failures, decision.evidence.history_trials) == (1, 2)
 
 
 def test_jeffreys_upper_bound_matches_known_quantiles() -> None:
