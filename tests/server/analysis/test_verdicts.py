@@ -245,6 +245,10 @@ def test_a_base_failing_with_another_error_does_not_explain_the_heads_failure() 
     # A failure without error text at either end cannot be told apart: the base's.
     assert decide([failed(shape)], [ResultView("failed")], None).verdict == "broken_at_base"
     assert decide([ResultView("failed")], [failed()], None).verdict == "broken_at_base"
+    # The base's error is quoted within the reason's 200 characters for it.
+    long_error = "RuntimeError: " + "x" * 400
+    reason = decide([failed(shape)], [failed(long_error)], None).reason
+    assert f"with another error ({long_error[:199]}…), so" in reason
 
 
 #: Flaky at ~0.8 (24 of 30) before the base's streak: it explains 3 failures in a row (0.51).
