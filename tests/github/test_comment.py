@@ -369,3 +369,37 @@ def test_a_drifts_note_and_patch_problem_are_cut_at_500_characters(
     consistency.findings[0] = finding.model_copy(update={"drifts": drifts})
     body = render(None, consistency, OPTIONS, repository="o/r", pull_request=7)
     assert re.search(f"(?<!n){shown}(?!n)", body)
+
+
+@pytest.mark.parametrize(("length", "shown"), [(12_000, True), (12_001, False)])
+def test_a_patch_is_shown_up_to_its_limit_and_only_named_past_it(length: int, shown: bool) -> None:
+    consistency = _drifts()
+    [finding] = consistency.findings
+    drifts = [d.model_copy(update={"patch": "+" * length}) for d in finding.drifts]
+    consistency.findings[0] = finding.model_copy(update={"drifts": drifts})
+    body = render(None, consistency, OPTIONS, repository="o/r", pull_request=7)
+    assert (f"<details><summary>Patch for <code>{PAIR_V1}</code>" in body) is shown
+    assert ("too long for this comment" in body) is not shown
+
+
+def test_a_findings_line_names_ten_files_and_cuts_its_message_at_500_characters() -> None:
+    consistency = _drifts()
+    [finding] = consistency.findings
+    files = [f"pkg/mod{i}.py" for i in range(12)]
+    for length, shown in [(500, "m" * 500), (501, "m" * 499 + "…")]:
+        update = {"files": files, "message": "m" * length}
+        consistency.findings[0] = finding.model_copy(update=update)
+        body = render(None, consistency, OPTIONS, repository="o/r", pull_request=7)
+        assert "`pkg/mod9.py`" in body
+        assert "`pkg/mod10.py`" not in body
+        assert re.search(f"(?<!m){shown}(?!m)", body)
+
+
+def test_a_shard_plan_mismatch_is_cut_at_300_characters() -> None:
+    mismatch = PlanMismatch(leg="x" * 400, shard_total=4, groups=[[0, 1], [2, 3]])
+    shards = ShardProgress(reported=8, expected=8, missing=[], plan_mismatches=[mismatch])
+    body = render(report().model_copy(update={"shards": shards}), None, OPTIONS)
+    (line,) = [x for x in body.splitlines() if "Shard plans differ" in x]
+    shown = line.split("**: ", 1)[1]
+    assert shown.endswith("…")
+    assert len(shown.replace("\\", "")) == 300  # escapes aside

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import statistics
+from datetime import datetime, timezone
 
 import pytest
 
 from cpci.evidence import EvidencePolicy, culprit_error
 from cpci.evidence import signature as sig
 from cpci.evidence.credible import jeffreys_upper, regularized_beta
-from cpci.schema import FlakeRecord, FlakinessAssessment
+from cpci.schema import FlakeRecord, FlakinessAssessment, QuarantineState
 from cpci.server.analysis.flakiness import BaseEvidence
 from cpci.server.analysis.infra import infra_signature
 from cpci.server.analysis.shifts import DURATION_POLICY, METRIC_POLICY, median, robust_shift
-from cpci.server.analysis.verdicts import ResultView, decide, state_of, weigh_base
+from cpci.server.analysis.verdicts import ResultView, decide, quarantined, state_of, weigh_base
 
 P, F = ResultView("passed"), ResultView("failed", culprit="AssertionError: 3e-2 > 1e-3")
 SKIP = ResultView("skipped")
@@ -185,6 +186,14 @@ def test_order_dependent_is_a_failure_naming_its_predecessors() -> None:
         "order-dependent: fails after tests/a.py::x[1], tests/a.py::y[2]; passes alone"
     )
     assert decide(head, [F], None).verdict == "broken_at_base"
+    assert decide(head, [F, P], None).verdict == "broken_at_base"  # mixed at the base
+    # Nothing at the base to compare with, or only a skip there: no baseline, not a new failure.
+    no_base = decide(head, None, None)
+    assert no_base.verdict == "no_baseline"
+    assert no_base.reason.endswith("; no result at the base to compare with")
+    untrusted = "NO BASELINE: the base branch is not trusted"
+    assert decide(head, None, None, baseline_note=untrusted).reason.endswith(f"; {untrusted}")
+    assert decide(head, [ResultView("skipped")], None).verdict == "no_baseline"
     # The runner's note, first in rank_errors before the rank's own error, as it writes it now.
     note = "order-dependent: passes alone, fails after tests/a.py::x[1], tests/a.py::y[2]"
     detail = "Failed in a shared world, passed alone, and failed again ... in that world:\nx\ny"
@@ -249,6 +258,19 @@ def test_a_base_failing_with_another_error_does_not_explain_the_heads_failure() 
     long_error = "RuntimeError: " + "x" * 400
     reason = decide([failed(shape)], [failed(long_error)], None).reason
     assert f"with another error ({long_error[:199]}…), so" in reason
+    # One of exactly 200 is quoted whole.
+    at_limit = "RuntimeError: " + "y" * 186
+    reason = decide([failed(shape)], [failed(at_limit)], None).reason
+    assert f"with another error ({at_limit}), so" in reason
+
+
+def test_a_quarantined_config_names_who_why_and_since_and_what_it_would_be() -> None:
+    held = QuarantineState(
+        since=datetime(2026, 11, 3, tzinfo=timezone.utc), by="ci-bot", reason="r" * 400
+    )
+    decision = quarantined(decide([failed()], [P], None), held)
+    assert (decision.verdict, decision.would_be) == ("quarantined", "new_failure")
+    assert decision.reason.startswith(f"quarantined by ci-bot since 2026-11-03 ({'r' * 199}…); ")
 
 
 #: Flaky at ~0.8 (24 of 30) before the base's streak: it explains 3 failures in a row (0.51).
