@@ -7,7 +7,9 @@ the client's JSON and HTTP work shares one GIL with the service's. Here the serv
 process (uvicorn, one worker, over a fresh database), the client is this process (16 uploads at
 once by default, `service.py`'s workload: runs of 16 shards x 5,000 results), and the CPU
 seconds each spent are read apart (the service's from /proc, the client's from its own clock),
-so a figure says what an upload costs the service, not the benchmark.
+so a figure says what an upload costs the service, not the benchmark. On PostgreSQL the server's
+CPU seconds are read too (the postmaster, the backends it has reaped and those still alive): the
+runs take turns, so what the server spent during one is that service's.
 
 `--compare REV` serves a second database from a git worktree of REV (its `cpci` imported ahead
 of this checkout's), and the timed runs alternate between the two services, so both see the
@@ -73,12 +75,35 @@ class Service:
     rates: list[float] = field(default_factory=list)
     service_cpu: list[float] = field(default_factory=list)
     client_cpu: list[float] = field(default_factory=list)
+    database_cpu: list[float] = field(default_factory=list)
+
+
+def _stat(pid: int) -> list[str]:
+    """/proc/PID/stat's fields after the command name (state first: ppid is [1])."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
 
 
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of process `pid` so far (its threads included)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    fields = _stat(pid)
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def server_cpu_seconds(postmaster: int) -> float:
+    """A PostgreSQL server's CPU seconds so far: the postmaster's, its reaped children's (a
+    backend that closed its connection) and its live children's."""
+    fields = _stat(postmaster)
+    ticks = sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            child = _stat(int(entry.name))
+        except OSError:
+            continue  # it ended meanwhile (and is counted in cutime once reaped)
+        if int(child[1]) == postmaster:
+            ticks += int(child[11]) + int(child[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 @contextmanager
@@ -126,8 +151,10 @@ def bodies_of_run(n: int) -> list[bytes]:
     ]
 
 
-def upload_run(service: Service, bodies: list[bytes], uploads: int) -> None:
-    """Upload one run's shards, `uploads` at once, and record the rate and both CPU costs."""
+def upload_run(
+    service: Service, bodies: list[bytes], uploads: int, postmaster: int | None = None
+) -> None:
+    """Upload one run's shards, `uploads` at once, and record the rate and the CPU costs."""
     headers = {"Authorization": f"Bearer {service.token}", "content-type": "application/json"}
     local = threading.local()
 
@@ -138,6 +165,7 @@ def upload_run(service: Service, bodies: list[bytes], uploads: int) -> None:
         assert response.status_code == 201, response.text
 
     served, sent = cpu_seconds(service.process.pid), time.process_time()
+    stored = server_cpu_seconds(postmaster) if postmaster else 0.0
     start = time.perf_counter()
     with ThreadPoolExecutor(uploads) as pool:
         list(pool.map(send, bodies))
@@ -145,6 +173,8 @@ def upload_run(service: Service, bodies: list[bytes], uploads: int) -> None:
     service.rates.append(SHARDS * PER_SHARD / seconds)
     service.service_cpu.append(cpu_seconds(service.process.pid) - served)
     service.client_cpu.append(time.process_time() - sent)
+    if postmaster:
+        service.database_cpu.append(server_cpu_seconds(postmaster) - stored)
 
 
 @contextmanager
@@ -211,6 +241,14 @@ def _function(frame: str) -> str:
     return f"{name} {where.rsplit('/', 1)[-1].split(':')[0]}"
 
 
+def postmaster_of(url: str) -> int:
+    """The pid of the PostgreSQL server behind `url` (the parent of a backend it serves)."""
+    with connect(url) as conn:
+        row = conn.execute("SELECT pg_backend_pid()").fetchone()
+    assert row is not None
+    return int(_stat(int(row[0]))[1])
+
+
 def databases(postgres: bool, labels: list[str], stack: ExitStack) -> dict[str, str]:
     """A fresh database URL per label: SQLite files, or databases of a throwaway PostgreSQL."""
     if not postgres:
@@ -267,6 +305,7 @@ def main() -> None:
         if args.compare:
             trees = {args.compare: stack.enter_context(worktree(args.compare)), "now": None}
         urls = databases(args.postgres, list(trees), stack)
+        postmaster = postmaster_of(next(iter(urls.values()))) if args.postgres else None
         services = [
             stack.enter_context(start_service(label, urls[label], tree))
             for label, tree in trees.items()
@@ -277,16 +316,20 @@ def main() -> None:
         with sampled(services, args.profile):
             for bodies in runs:
                 for service in services:
-                    upload_run(service, bodies, args.uploads)
+                    upload_run(service, bodies, args.uploads, postmaster)
     engine = "PostgreSQL" if args.postgres else "SQLite"
     load = os.getloadavg()
     print(f"== ingest on {engine}, {args.uploads} uploads at once; load {load[0]:.1f} ==")
-    print(f"  {'':10} {'results/s':>10} {'service CPU s':>14} {'client CPU s':>13}  (per run)")
+    server = f" {'PostgreSQL CPU s':>17}" if postmaster else ""
+    print(
+        f"  {'':10} {'results/s':>10} {'service CPU s':>14} {'client CPU s':>13}{server}  (per run)"
+    )
     for s in services:
+        stored = f" {statistics.median(s.database_cpu[1:]):17.2f}" if postmaster else ""
         print(
             f"  {s.label:10} {statistics.median(s.rates[1:]):10,.0f} "
             f"{statistics.median(s.service_cpu[1:]):14.2f} "
-            f"{statistics.median(s.client_cpu[1:]):13.2f}"
+            f"{statistics.median(s.client_cpu[1:]):13.2f}{stored}"
         )
     if args.profile:
         for s in services:
