@@ -115,4 +115,6 @@ def running_bot(
     app = create_app(Settings(**(fields | overrides)), engine=engine, webhook_policy=policy)
     app.state.github_transport = transport or fake.transport()
     with serve(app) as url, httpx.Client(base_url=url, timeout=60) as http:
+        # Answered once the app's start-up has run, which is what makes its webhook worker.
+        http.get("/healthz").raise_for_status()
         yield Bot(http, fake, engine, tokens, app.state.webhook_worker)

@@ -4,6 +4,9 @@ where forking is unsafe."""
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -103,15 +106,25 @@ def test_step(i, cpci_dist):
 """
 
 
-def test_a_fork_server_with_cuda_initialised_falls_back_to_torchrun_once(tmp_path: Path) -> None:
+@pytest.fixture
+def short_tmpdir() -> Iterator[Path]:
+    """A TMPDIR under /tmp: multiprocessing's fork server listens on a socket in it, and a socket
+    path holds at most 107 bytes (under xdist, tmp_path alone takes about 70)."""
+    short = Path(tempfile.mkdtemp(prefix="cpci-t-", dir="/tmp"))
+    yield short
+    shutil.rmtree(short, ignore_errors=True)
+
+
+def test_a_fork_server_with_cuda_initialised_falls_back_to_torchrun_once(
+    tmp_path: Path, short_tmpdir: Path
+) -> None:
     (tmp_path / "test_unsafe.py").write_text(UNSAFE_SUITE)
-    (tmp_path / "tmp").mkdir()
     result = run_pytest(
         tmp_path,
         "--cpci-results=r.jsonl",
         "--cpci-launcher=fork",
         "--cpci-batch-size=1",
-        env={"CPCI_KEEP_WORLDS": "1", "TMPDIR": str(tmp_path / "tmp")},
+        env={"CPCI_KEEP_WORLDS": "1", "TMPDIR": str(short_tmpdir)},
     )
     result.assert_outcomes(passed=2)
     assert worlds_started(result.stdout.str()) == 2  # the refused world restarted in place
@@ -122,7 +135,7 @@ def test_a_fork_server_with_cuda_initialised_falls_back_to_torchrun_once(tmp_pat
     assert "falling back to torchrun for the rest of the session" in fallback[0]
     assert why in fallback[0]
     assert "PytestLauncherWarning" in out  # in pytest's warnings summary
-    first, second = sorted((tmp_path / "tmp").glob("cpci-run-*/world-*"))
+    first, second = sorted(short_tmpdir.glob("cpci-run-*/world-*"))
     # The first world's ranks refused (the code is in their log), then torchrun ran it.
     assert f"exiting with code {UNSAFE_FORK_EXIT}" in (first / "rank-0.log").read_text()
     assert (first / "torchrun.log").exists()
